@@ -80,12 +80,12 @@ def start(chapter: str, meta: dict[str, Any]) -> None:
     _write()
 
 
-def record(name: str, value: Any, claim: str | None = None, glue: bool = True) -> Any:
+def record(name: str, value: Any, claim: str | None = None, glue: bool = True) -> None:
     """Record ``value`` under ``name`` (glued for the text, written for tests and the report).
 
     ``claim`` names the registry entry (:mod:`lib.claims`) this value decides; the
     registry must expect exactly this record name, so a typo fails loudly here.
-    Returns the plain value.
+    Returns None, so that a cell ending in ``record(...)`` prints nothing.
     """
     value = plain(value)
     if isinstance(value, float) and not math.isfinite(value):
@@ -102,7 +102,6 @@ def record(name: str, value: Any, claim: str | None = None, glue: bool = True) -
         from myst_nb import glue as nb_glue
 
         nb_glue(name, value, display=False)
-    return value
 
 
 def record_meta(**items: Any) -> None:
@@ -111,14 +110,28 @@ def record_meta(**items: Any) -> None:
     _write()
 
 
+def figure_png(fig, dpi: int = 120) -> bytes:
+    """The figure rendered to PNG bytes (independent of the matplotlib backend in use)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
 def show_figure(name: str, fig) -> None:
-    """Glue a matplotlib figure under ``name`` (shown by ``{glue:figure}``) and close it."""
+    """Glue a matplotlib figure under ``name`` (shown by ``{glue:figure}``) and close it.
+
+    The figure is glued as a PNG image, so it renders whatever the backend (a kernel
+    started with ``MPLBACKEND=Agg`` has no inline image formatter for figures).
+    """
     import matplotlib.pyplot as plt
 
     if _in_kernel():
+        from IPython.display import Image
         from myst_nb import glue as nb_glue
 
-        nb_glue(name, fig, display=False)
+        nb_glue(name, Image(data=figure_png(fig), format="png"), display=False)
     plt.close(fig)
 
 

@@ -55,6 +55,7 @@ def test_html_has_every_chapter_and_the_report(executed_book):
     assert (HTML_DIR / "index.html").is_file()
     intro = (HTML_DIR / "chapters" / "intro.html").read_text()
     assert "A miniature Pythia suite" in intro and "fig-training" in intro
+    assert intro.count("<img") >= 2 and "&lt;Figure size" not in intro  # figures render as images
     report = (HTML_DIR / "chapters" / "appendix" / "report.html").read_text()
     for claim in CLAIMS:
         assert claim.id in report, claim.id

@@ -15,7 +15,7 @@ def rec_dir(tmp_path, monkeypatch):
 
 
 def test_record_writes_plain_json(rec_dir):
-    assert record.record("x", np.float64(1.5)) == 1.5
+    record.record("x", np.float64(1.5))
     record.record("arr", np.arange(3))
     record.record_meta(device="cpu")
     data = json.loads((rec_dir / "intro.json").read_text())
@@ -60,3 +60,17 @@ def test_registry_is_consistent():
         assert c.id.startswith(c.chapter + "."), c.id
         assert c.statement and c.source and c.record
     assert claims.evaluate(claims.CLAIMS[0], None).status == "not run"
+
+
+def test_figures_are_rendered_to_png_whatever_the_backend():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    png = record.figure_png(fig)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    record.show_figure("f", fig)  # outside a kernel: only closes the figure
+    assert not plt.fignum_exists(fig.number)
