@@ -16,7 +16,6 @@ import argparse
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, for `lib`
@@ -24,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, for `
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
+from lib.timing import best_of  # noqa: E402
 from lib.ngrams import count_ngrams, count_ngrams_counter  # noqa: E402
 
 CASES = [(2, 1), (2, 2), (3, 1)]
@@ -34,14 +34,6 @@ def zipf_tokens(n: int, vocab: int, seed: int) -> np.ndarray:
     p = 1.0 / (np.arange(vocab) + 2.7)
     return rng.choice(vocab, size=n, p=p / p.sum()).astype(np.int32)
 
-
-def best_of(fn, repeats: int):
-    times, result = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), result
 
 
 def as_dict(nc) -> dict:

@@ -62,6 +62,19 @@ def test_registry_is_consistent():
     assert claims.evaluate(claims.CLAIMS[0], None).status == "not run"
 
 
+def test_every_chapter_spec_is_a_page_of_the_book():
+    """A spec (and so any claim) whose page is missing from _toc.yml would be 'not run' forever
+    and its report link would break the -W build."""
+    from lib.book import source_path, toc_files
+    from lib.profiles import chapters
+
+    pages = set(toc_files())
+    for chapter in chapters().values():
+        page = chapter.path.rsplit(".", 1)[0]
+        assert page in pages, f"{chapter.id}: {page} is not listed in _toc.yml"
+        assert source_path(page).name == chapter.path.rsplit("/", 1)[-1]
+
+
 def test_figures_are_rendered_to_png_whatever_the_backend():
     import matplotlib
 
@@ -74,3 +87,19 @@ def test_figures_are_rendered_to_png_whatever_the_backend():
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
     record.show_figure("f", fig)  # outside a kernel: only closes the figure
     assert not plt.fignum_exists(fig.number)
+
+
+def test_labels_are_unique_across_the_book():
+    """Sphinx labels (figure/table ``:name:`` and ``(label)=`` targets) live in one namespace for
+    the whole book: a label used by two chapters is a warning, and the -W build fails on it."""
+    import re
+
+    from lib.book import source_path, toc_files
+
+    seen: dict[str, str] = {}
+    for page in toc_files():
+        text = source_path(page).read_text(encoding="utf-8")
+        labels = re.findall(r"^:name:\s*(\S+)\s*$", text, re.M) + re.findall(r"^\(([^)\s]+)\)=\s*$", text, re.M)
+        for label in labels:
+            assert label not in seen, f"label {label!r} is defined in both {seen[label]} and {page}"
+            seen[label] = page

@@ -1,0 +1,782 @@
+"""Modes of real text: Chen & Murfet's Appendix B method, and the book's weighted variant.
+
+The pipeline (paper, App. B; MATH.md §5):
+
+1. **Count** (:func:`count_sequences`). Every position of a document where a history
+   x ∈ Σ^k is followed by a continuation y ∈ Σ^l gives one co-occurrence c(xy). Keep the
+   histories seen at least ``min_x_count`` times, then the continuations seen at least
+   ``min_y_count`` times *after a kept history* (the paper's order: x first, then y). Histories
+   left with no kept continuation are dropped too, so both operators below share one x-set.
+2. **Conditional matrix** (:func:`conditional_matrix`). Laplace-smoothed conditionals with
+   rows x and columns y (the paper's orientation),
+
+       P(y|x) = (c(xy) + a) / (c(x) + a·N_Y),
+
+   c(x) every occurrence of x (followed by l tokens in its document, kept y or not), N_Y the
+   number of kept continuations. **Choice** (the paper calls the matrix "large" and "sparse",
+   so it cannot hold the formula in every cell): ``smoothing="observed"`` (default) applies the
+   formula to the observed pairs only, a sparse matrix; ``"full"`` applies it to every cell,
+   held without densifying as the sparse matrix plus the rank-one term a·d 1ᵀ,
+   d(x) = 1/(c(x) + a·N_Y); ``"none"`` is c(xy)/c(x).
+3. **Weighted operator** (:func:`weighted_matrix`, :func:`weighted_modes`): the book's
+   M[y, x] = q(xy)/√q(x) (MATH.md §3) of the empirical joint q(xy) = c(xy)/Σc over kept pairs —
+   the matrix of ``lib.modes.Modes.top(counts.joint(), r)``, decomposed by the same rule as P.
+4. **Top components** (:func:`top_components`): the r largest singular triples, by a randomized
+   SVD (Halko et al. 2011) when the smaller side exceeds ``RANDOMIZED_ABOVE`` = 5000, else by
+   ARPACK's Lanczos bidiagonalisation (``scipy.sparse.linalg.svds``): the paper's rule.
+
+Orientation — which vector is "left". The paper's matrix P has rows x, so its *left* singular
+vectors live on histories and its *right* ones on continuations. The book's M has rows y
+(it is the matrix of C: V_k → R^{Σ^l}), so its *left* vectors u_α live on continuations and its
+*right* vectors ṽ_α on histories. :class:`EmpiricalModes` therefore names the two sides
+``x_vectors`` and ``y_vectors`` and keeps ``left``/``right`` only as aliases.
+
+A useful identity for reading tables. For any SVD A = Σ σ a bᵀ of a row-stochastic-like matrix
+with rows x, the x-side loading is the conditional mean of the y-side loading:
+a_α(x) = Σ_y A[x, y] b_α(y) / σ_α. For M in V_k coordinates it reads
+⟨v_α, e_x⟩_V = Σ_y q(y|x) u_α(y) / σ_α. So every history that is always followed by the same
+continuation y* gets the same x-loading u(y*)/σ: a collective bigram (Def 5.5) shows up as a
+set of histories *tied* at the top loading with one dominant continuation.
+
+Measures of "perturbed collective bigram" (:meth:`EmpiricalModes.component`): for a mode with
+dominant continuation y* (largest |y-loading|, made positive), its ``y_mass`` = b(y*)² (share of
+the y-side's squared norm on y*), the best collective set S* (the upper level set of the x-side
+function g that maximises the cosine between g and the indicator 1_S, in the x-side geometry:
+weights 1 for P, q(x) for M) and the **bigram overlap** |b(y*)| · cos(g, 1_{S*}) ∈ [0, 1]:
+the cosine between the mode and the exact collective-bigram mode of (S*, y*) (Lemma 5.6), 1 iff
+the mode is one. Data-side, Def 5.5 (a) and (b) become q(y*|S*) and q(S*|y*) (both 1 for an
+exact collective bigram).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .ngrams import count_ngrams
+
+RANDOMIZED_ABOVE = 5000      # the paper's rule: randomized SVD when min(shape) > 5000
+SMOOTHINGS = ("observed", "full", "none")
+OPERATORS = ("conditional", "weighted")
+
+
+# ---------------------------------------------------------------------------
+# 1. Counting and thresholds
+# ---------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class SequenceCounts:
+    """Co-occurrence counts c(xy) after the thresholds of App. B (rows x, columns y).
+
+    prefixes : (n_x, k) kept histories x, lexicographic
+    suffixes : (n_y, l) kept continuations y, lexicographic
+    counts   : (n_x, n_y) int64 CSR, c(xy) over kept pairs
+    x_total  : (n_x,) c(x), every occurrence of x followed by l tokens in its document
+    n_windows: number of (k+l)-windows counted before the thresholds
+    """
+
+    k: int
+    l: int
+    prefixes: np.ndarray
+    suffixes: np.ndarray
+    counts: sp.csr_matrix
+    x_total: np.ndarray
+    n_windows: int
+    min_x_count: int
+    min_y_count: int
+    n_x_seen: int = 0
+    n_y_seen: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.counts.shape
+
+    @property
+    def total(self) -> int:
+        """Σ c(xy) over kept pairs."""
+        return int(self.counts.data.sum())
+
+    @property
+    def kept_fraction(self) -> float:
+        """Share of all counted windows that land on a kept (x, y) pair."""
+        return self.total / self.n_windows if self.n_windows else 0.0
+
+    @property
+    def x_counts(self) -> np.ndarray:
+        """Kept row sums Σ_y c(xy) (the empirical q(x) up to the total)."""
+        return np.asarray(self.counts.sum(axis=1)).ravel().astype(np.int64)
+
+    @property
+    def y_counts(self) -> np.ndarray:
+        return np.asarray(self.counts.sum(axis=0)).ravel().astype(np.int64)
+
+    def joint(self) -> sp.csr_matrix:
+        """Empirical joint q(xy) = c(xy) / Σ c over kept pairs (float64 CSR, sums to 1)."""
+        q = self.counts.astype(np.float64)
+        q.data /= q.data.sum()
+        return q
+
+
+def count_sequences(tokens, k: int, l: int, doc_offsets=None, vocab_size=None, min_x_count: int = 1,
+                    min_y_count: int | None = None) -> SequenceCounts:
+    """Count k-histories, l-continuations and their co-occurrences, then threshold (App. B, steps 1–4).
+
+    Keeps x with c(x) ≥ min_x_count; then y with Σ_{kept x} c(xy) ≥ min_y_count (default: the
+    same threshold); then drops histories with no kept continuation. Windows never cross a
+    document boundary (``doc_offsets``)."""
+    min_y_count = min_x_count if min_y_count is None else min_y_count
+    for name, v in (("min_x_count", min_x_count), ("min_y_count", min_y_count)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    nc = count_ngrams(tokens, k, l, doc_offsets, vocab_size)
+    cx = nc.prefix_counts()
+    rows = np.flatnonzero(cx >= min_x_count)
+    C = nc.counts[rows]
+    cy = np.asarray(C.sum(axis=0)).ravel()
+    cols = np.flatnonzero(cy >= min_y_count)
+    C = C[:, cols].tocsr()
+    nonempty = np.flatnonzero(np.diff(C.indptr) > 0)
+    C = C[nonempty].tocsr()
+    C.sort_indices()
+    rows = rows[nonempty]
+    return SequenceCounts(k, l, nc.prefixes[rows], nc.suffixes[cols], C.astype(np.int64), cx[rows].astype(np.int64),
+                          nc.total(), int(min_x_count), int(min_y_count), len(nc.prefixes), len(nc.suffixes))
+
+
+# ---------------------------------------------------------------------------
+# 2. The paper's conditional matrix
+# ---------------------------------------------------------------------------
+
+class SparsePlusRankOne(spla.LinearOperator):
+    """A = S + a bᵀ (S sparse), applied without densifying: the fully smoothed matrix."""
+
+    def __init__(self, S, a, b):
+        self.S = sp.csr_matrix(S, dtype=np.float64)
+        self.St = self.S.T.tocsr()
+        self.a, self.b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        super().__init__(np.float64, self.S.shape)
+
+    def _matvec(self, x):
+        x = np.asarray(x).ravel()
+        return self.S @ x + self.a * (self.b @ x)
+
+    def _rmatvec(self, y):
+        y = np.asarray(y).ravel()
+        return self.St @ y + self.b * (self.a @ y)
+
+    def _matmat(self, X):
+        return self.S @ X + np.outer(self.a, self.b @ X)
+
+    def _rmatmat(self, Y):
+        return self.St @ Y + np.outer(self.b, self.a @ Y)
+
+    def _adjoint(self):
+        return SparsePlusRankOne(self.St, self.b, self.a)
+
+    def toarray(self) -> np.ndarray:
+        return self.S.toarray() + np.outer(self.a, self.b)
+
+    @property
+    def nnz(self) -> int:
+        return self.S.nnz
+
+
+def conditional_matrix(counts: SequenceCounts, alpha: float = 1.0, smoothing: str = "observed"):
+    """The paper's P(y|x) = (c(xy) + a)/(c(x) + a·N_Y), rows x, columns y (eq. 78).
+
+    smoothing="observed": the formula on observed pairs only (CSR); "full": on every cell
+    (a ``SparsePlusRankOne`` operator, exact, never densified); "none": c(xy)/c(x) (CSR)."""
+    if smoothing not in SMOOTHINGS:
+        raise ValueError(f"smoothing must be one of {SMOOTHINGS}, got {smoothing!r}")
+    if not (isinstance(alpha, (int, float)) and alpha >= 0 and math.isfinite(alpha)):
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+    n_x, n_y = counts.shape
+    C = counts.counts.astype(np.float64)
+    a = 0.0 if smoothing == "none" else float(alpha)
+    denom = counts.x_total.astype(np.float64) + a * n_y
+    d = 1.0 / denom
+    S = C.copy()
+    if smoothing == "observed":
+        S.data += a
+    S = (sp.diags(d) @ S).tocsr()
+    if smoothing == "full":
+        return SparsePlusRankOne(S, a * d, np.ones(n_y))
+    return S
+
+
+# ---------------------------------------------------------------------------
+# 3. Top components
+# ---------------------------------------------------------------------------
+
+@dataclass
+class SVDResult:
+    U: np.ndarray          # (m, r) left singular vectors (rows of A)
+    s: np.ndarray          # (r,) descending
+    Vt: np.ndarray         # (r, n) right singular vectors (columns of A)
+    method: str
+    seconds: float
+
+
+def choose_method(shape, randomized_above: int = RANDOMIZED_ABOVE) -> str:
+    """The paper's rule: 'randomized' if min(shape) > randomized_above, else 'lanczos'."""
+    return "randomized" if min(shape) > randomized_above else "lanczos"
+
+
+def top_components(A, r: int = 100, method: str = "auto", seed: int = 0, n_iter: int = 7, n_oversamples: int = 10,
+                   randomized_above: int = RANDOMIZED_ABOVE) -> SVDResult:
+    """The r largest singular triples of A (sparse matrix, dense array or LinearOperator).
+
+    method: "auto" (the paper's rule, :func:`choose_method`), "lanczos" (ARPACK ``svds`` with a
+    start vector drawn from ``seed``), "randomized" (:func:`randomized_svd`: r + n_oversamples
+    Gaussian probes, n_iter subspace iterations) or "dense" (LAPACK, small A only).
+    Singular values are sorted descending; signs are left as the solver returns them."""
+    m, n = A.shape
+    if not (isinstance(r, (int, np.integer)) and 1 <= r < min(m, n)):
+        raise ValueError(f"r must be an integer with 1 <= r < min{A.shape} = {min(m, n)}, got {r!r}")
+    if method == "auto":
+        method = choose_method(A.shape, randomized_above)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    if method == "lanczos":
+        U, s, Vt = spla.svds(A, k=int(r), v0=rng.standard_normal(min(m, n)), solver="arpack")
+    elif method == "randomized":
+        U, s, Vt = randomized_svd(A, int(r), n_oversamples, n_iter, rng)
+    elif method == "dense":
+        D = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+        U, s, Vt = np.linalg.svd(D, full_matrices=False)
+        U, s, Vt = U[:, :r], s[:r], Vt[:r]
+    else:
+        raise ValueError(f"method must be 'auto', 'lanczos', 'randomized' or 'dense', got {method!r}")
+    seconds = time.perf_counter() - t0
+    order = np.argsort(s)[::-1]
+    return SVDResult(np.ascontiguousarray(U[:, order]), s[order], np.ascontiguousarray(Vt[order]), method, seconds)
+
+
+def _orthonormalize(Y: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of a tall Y: Cholesky QR twice (CholQR2; BLAS-3, about
+    3× faster than Householder QR here), falling back to QR if YᵀY is numerically singular."""
+    try:
+        for _ in range(2):
+            R = np.linalg.cholesky(Y.T @ Y)
+            Y = sla.solve_triangular(R, Y.T, lower=True).T
+        return np.ascontiguousarray(Y)
+    except np.linalg.LinAlgError:
+        return np.linalg.qr(Y)[0]
+
+
+def randomized_svd(A, r: int, n_oversamples: int = 10, n_iter: int = 7, rng=None):
+    """Top-r SVD of A (m × n: sparse, dense or LinearOperator) by randomized range finding with
+    subspace iteration (Halko, Martinsson & Tropp 2011, Alg. 4.4 and 5.1), re-orthonormalised by
+    CholQR2 after every product. Returns (U (m, r), s (r,), Vt (r, n))."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    m, n = A.shape
+    At = A.T.tocsr() if sp.issparse(A) else A.T
+    ell = min(r + n_oversamples, m, n)
+    Q = _orthonormalize(np.asarray(A @ rng.standard_normal((n, ell))))
+    for _ in range(n_iter):
+        Z = _orthonormalize(np.asarray(At @ Q))
+        Q = _orthonormalize(np.asarray(A @ Z))
+    Bt = np.asarray(At @ Q)                                  # (QᵀA)ᵀ, n × ell
+    Vb, s, UbT = np.linalg.svd(Bt, full_matrices=False)     # QᵀA = Ub s Vbᵀ
+    return Q @ UbT.T[:, :r], s[:r], Vb[:, :r].T
+
+
+def singular_value_agreement(s_a, s_b, n: int | None = None) -> float:
+    """max_i |s_a[i] − s_b[i]| / s_a[0] over the first n values (all common ones by default)."""
+    m = min(len(s_a), len(s_b)) if n is None else n
+    s_a, s_b = np.asarray(s_a)[:m], np.asarray(s_b)[:m]
+    return float(np.max(np.abs(s_a - s_b)) / s_a[0])
+
+
+# ---------------------------------------------------------------------------
+# 4. Modes with named sides, and their summaries
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Component:
+    """One component read the way of Examples 5.7–5.11 and measured as a perturbed collective bigram."""
+
+    index: int
+    sigma: float
+    y_top: np.ndarray            # indices of the continuations with the largest |y-loading|
+    y_loadings: np.ndarray
+    x_top: np.ndarray            # indices of the histories with the largest |x-loading| (function values)
+    x_loadings: np.ndarray
+    n_tied: int                  # histories whose x-loading is within tie_rtol of the top one (same sign)
+    tie_share: float             # n_tied / n_x
+    tied_mass: float             # share of the x-side squared norm on the tied histories
+    y_star: int
+    y_mass: float                # b(y*)²
+    best_set_size: int           # |S*|
+    x_set_cosine: float          # cos(g, 1_{S*}) in the x-side geometry
+    bigram_overlap: float        # |b(y*)| · cos(g, 1_{S*})
+    q_y_given_S: float           # Def 5.5 (a) on the data: c(S* y*)/c(S*)
+    q_S_given_y: float           # Def 5.5 (b): c(S* y*)/c(y*)
+
+
+@dataclass
+class EmpiricalModes:
+    """Top components of an empirical operator, with their history (x) and continuation (y) sides.
+
+    operator="conditional": the paper's P (rows x): left vectors = x side, right = y side.
+    operator="weighted":    the book's M (rows y): left vectors u_α = y side, right ṽ_α = x side.
+    x_vectors are Euclidean-unit in either case (U of P, ṽ of M); ``x_function(α)`` is the x-side as a
+    function of the history: for P the same vector, for M the V_k coordinate ⟨v_α, e_x⟩_V = ṽ_α(x)/√q(x).
+    ``x_weights`` is the measure in which the functions are unit: 1 for P, q(x) for M.
+    Signs: each mode is flipped so that its largest |y-loading| is positive."""
+
+    counts: SequenceCounts
+    operator: str
+    sigma: np.ndarray
+    x_vectors: np.ndarray
+    y_vectors: np.ndarray
+    x_weights: np.ndarray
+    method: str
+    seconds: float
+    smoothing: str | None = None
+    alpha: float | None = None
+
+    def __post_init__(self):
+        j = np.argmax(np.abs(self.y_vectors), axis=0)
+        flip = self.y_vectors[j, np.arange(self.y_vectors.shape[1])] < 0
+        self.y_vectors[:, flip] *= -1
+        self.x_vectors[:, flip] *= -1
+
+    @property
+    def n_modes(self) -> int:
+        return len(self.sigma)
+
+    @property
+    def left(self) -> np.ndarray:
+        """Left singular vectors of the operator's matrix (x side for P, y side for M)."""
+        return self.x_vectors if self.operator == "conditional" else self.y_vectors
+
+    @property
+    def right(self) -> np.ndarray:
+        """Right singular vectors (y side for P, x side ṽ for M)."""
+        return self.y_vectors if self.operator == "conditional" else self.x_vectors
+
+    def x_function(self, alpha: int) -> np.ndarray:
+        return self.x_vectors[:, alpha] / np.sqrt(self.x_weights)
+
+    def component(self, alpha: int, n_top: int = 8, tie_rtol: float = 1e-2) -> Component:
+        """Summary of mode ``alpha`` (see the module docstring for the measures)."""
+        if not 0 <= alpha < self.n_modes:
+            raise IndexError(f"mode {alpha} out of range [0, {self.n_modes})")
+        b = self.y_vectors[:, alpha]
+        g = self.x_function(alpha)
+        w = self.x_weights
+        y_top = np.argsort(-np.abs(b), kind="stable")[:n_top]
+        x_top = np.argsort(-np.abs(g), kind="stable")[:n_top]
+        y_star = int(y_top[0])
+        top = g[x_top[0]]
+        tied = np.flatnonzero(np.sign(g) == np.sign(top)) if top != 0 else np.arange(len(g))
+        tied = tied[np.abs(g[tied]) >= (1 - tie_rtol) * abs(top)]
+        norm2 = float(np.sum(w * g * g))
+        tied_mass = float(np.sum(w[tied] * g[tied] ** 2) / norm2)
+        S, cos = best_collective_set(g, w)
+        C = self.counts.counts
+        c_Sy = float(C[S][:, y_star].sum())
+        c_S = float(self.counts.x_counts[S].sum())
+        c_y = float(self.counts.y_counts[y_star])
+        return Component(alpha, float(self.sigma[alpha]), y_top, b[y_top], x_top, g[x_top], len(tied),
+                         len(tied) / len(g), tied_mass, y_star, float(b[y_star] ** 2), len(S), cos,
+                         abs(float(b[y_star])) * cos, c_Sy / c_S if c_S else 0.0, c_Sy / c_y if c_y else 0.0)
+
+    def bigram_overlaps(self) -> np.ndarray:
+        """bigram_overlap of every mode (see :meth:`component`)."""
+        out = np.empty(self.n_modes)
+        for a in range(self.n_modes):
+            b = self.y_vectors[:, a]
+            _, cos = best_collective_set(self.x_function(a), self.x_weights)
+            out[a] = np.abs(b).max() * cos
+        return out
+
+
+def best_collective_set(g, w) -> tuple[np.ndarray, float]:
+    """The upper level set S of g maximising cos(g, 1_S) = Σ_S w g / (‖g‖_w √(Σ_S w)).
+
+    The optimum over all sets is an upper level set of g (exchange argument), so scanning the
+    histories by decreasing g is exact. Returns (indices of S, the cosine; 0 if g ≤ 0)."""
+    g, w = np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    order = np.argsort(-g, kind="stable")
+    num = np.cumsum(w[order] * g[order])
+    den = np.sqrt(np.cumsum(w[order]))
+    norm = math.sqrt(float(np.sum(w * g * g)))
+    if norm == 0 or g[order[0]] <= 0:
+        return order[:0], 0.0
+    cos = num / den / norm
+    m = int(np.argmax(cos))
+    return np.sort(order[:m + 1]), float(cos[m])
+
+
+def conditional_modes(counts: SequenceCounts, r: int = 100, alpha: float = 1.0, smoothing: str = "observed",
+                      method: str = "auto", seed: int = 0, n_iter: int = 7) -> EmpiricalModes:
+    """Top-r components of the paper's P (App. B), with named sides (x = left, y = right)."""
+    P = conditional_matrix(counts, alpha, smoothing)
+    res = top_components(P, r, method, seed, n_iter)
+    return EmpiricalModes(counts, "conditional", res.s, res.U, res.Vt.T.copy(), np.ones(counts.shape[0]),
+                          res.method, res.seconds, smoothing, float(alpha))
+
+
+def weighted_matrix(counts: SequenceCounts) -> sp.csr_matrix:
+    """The book's M[y, x] = q(xy)/√q(x) (MATH.md §3) of the empirical joint over kept pairs,
+    shape (n_y, n_x) — the same matrix as ``lib.modes.Modes.top(counts.joint(), r).matrix``."""
+    J = counts.joint()
+    sqrt_q = np.sqrt(np.asarray(J.sum(axis=1)).ravel())
+    return (sp.diags(1 / sqrt_q) @ J).T.tocsr()
+
+
+def weighted_modes(counts: SequenceCounts, r: int = 100, method: str = "auto", seed: int = 0,
+                   n_iter: int = 7) -> EmpiricalModes:
+    """Top-r modes of M (rows y): y side = left vectors u_α, x side = right vectors ṽ_α."""
+    res = top_components(weighted_matrix(counts), r, method, seed, n_iter)
+    q_x = counts.x_counts / counts.total
+    return EmpiricalModes(counts, "weighted", res.s, res.Vt.T.copy(), res.U, q_x, res.method, res.seconds)
+
+
+# ---------------------------------------------------------------------------
+# 5. Bigram modes of exact languages (Lemmas 5.2, 5.4, 5.6, Remark 5.3)
+# ---------------------------------------------------------------------------
+
+@dataclass
+class BigramModeCheck:
+    """How exactly a planted (collective) bigram (S, y) is a mode of C_{k,l} (MATH.md §5).
+
+    Predicted triple: σ = √q(S), u = e_y, ṽ_S ∝ (√q(x))_{x∈S} (unit; Lemma 5.2 when |S| = 1, 5.6).
+    cluster     : computed modes whose σ is within ``tol``·σ_0 of the prediction (more than one
+                  when the spectrum is degenerate: then any rotation inside the cluster is an
+                  equally valid SVD, and the one aligned with the prediction is used below)
+    sigma_error : min_β |σ_β − √q(S)|
+    u_error, v_error : distance of e_y (resp. ṽ_S) from the cluster's left (right) singular subspace
+    residual    : max(‖M ṽ_S − σ e_y‖, ‖Mᵀ e_y − σ ṽ_S‖), the defining equations of a singular triple
+    own_propensity_error : max_{x', y'} |ρ_α(y'|x') − 1[x' ∈ S, y' = y]|  (Remark 5.3)
+    other_propensity_max : max over modes β ≠ α of |ρ_β(y'|x)| (x ∈ S, any y') and of |ρ_β(y|x')|
+                           (any x'): no other mode predicts anything from S, or y from anything
+                           (Lemma 5.4, our reading)
+    violation   : ``lib.languages.bigram_violation`` (0 when Def 5.1 / 5.5 holds)"""
+
+    kind: str
+    size: int
+    mode: int
+    cluster: int
+    sigma_predicted: float
+    sigma_computed: float
+    sigma_error: float
+    u_error: float
+    v_error: float
+    residual: float
+    own_propensity_error: float
+    other_propensity_max: float
+    violation: float
+
+    @property
+    def vector_error(self) -> float:
+        return max(self.u_error, self.v_error, self.residual)
+
+
+def check_bigram_modes(lang, k: int, l: int, modes=None, tol: float = 1e-9) -> list[BigramModeCheck]:
+    """Compare the modes that ``lang.predicted_modes()`` (a ``PlantedLanguage``) predicts for
+    joint(k, l) with a dense SVD (``lib.modes.Modes.from_joint``; pass ``modes`` to reuse one)."""
+    from .languages import bigram_violation
+    from .modes import Modes
+
+    joint = lang.joint(k, l)
+    if modes is None:
+        modes = Modes.from_joint(joint, zero_rows="drop")
+    pos = np.full(modes.n_rows_in, -1)
+    pos[modes.rows] = np.arange(len(modes.rows))
+    n_x, n_y = modes.shape
+    sqrt_q = np.sqrt(modes.q_x)
+    M = np.asarray(modes.matrix)
+    sig = modes.sigma
+    nonzero = sig > sig[0] * max(n_x, n_y) * np.finfo(float).eps
+    out = []
+    for p in lang.predicted_modes():
+        S = pos[np.asarray(p.rows)]
+        if np.any(S < 0):
+            raise ValueError("a planted history has q(x) = 0; is (k, l) the language's own?")
+        u_ref = np.zeros(n_y)
+        u_ref[p.col] = 1.0
+        v_ref = np.zeros(n_x)
+        v_ref[S] = np.sqrt(p.q_rows / p.q_rows.sum())
+        C = np.flatnonzero(np.abs(sig - p.sigma) <= tol * sig[0])
+        a = int(np.argmin(np.abs(sig - p.sigma)))
+        if C.size == 0:
+            C = np.array([a])
+        Uc, Vc = modes.u[:, C], modes.v_tilde[:, C]
+        # rotate inside the cluster so that its first pair is the one closest to the prediction
+        c = Uc.T @ u_ref
+        if np.linalg.norm(c) > 0:
+            Q, _ = np.linalg.qr(np.column_stack([c / np.linalg.norm(c), np.eye(len(C))]))
+            Q = Q[:, :len(C)] * (np.sign(Q[:, 0] @ c) or 1.0)
+            Uc, Vc = Uc @ Q, Vc @ Q
+        u_a, v_a, s_a = Uc[:, 0], Vc[:, 0], float(sig[C].mean())
+        u_err = float(np.linalg.norm(u_ref - modes.u[:, C] @ (modes.u[:, C].T @ u_ref)))
+        v_err = float(np.linalg.norm(v_ref - modes.v_tilde[:, C] @ (modes.v_tilde[:, C].T @ v_ref)))
+        residual = max(float(np.linalg.norm(M @ v_ref - p.sigma * u_ref)),
+                       float(np.linalg.norm(M.T @ u_ref - p.sigma * v_ref)))
+        rho_own = s_a * np.outer(v_a / sqrt_q, u_a)
+        target = np.zeros((n_x, n_y))
+        target[S, p.col] = 1.0
+        # the other modes: every other non-zero mode, and the rest of the rotated cluster
+        rest = np.setdiff1d(np.flatnonzero(nonzero), C)
+        U_o = np.column_stack([modes.u[:, rest], Uc[:, 1:]])
+        coef = np.column_stack([modes.v_tilde[:, rest] * sig[rest], Vc[:, 1:] * sig[C][1:]]) / sqrt_q[:, None]
+        if U_o.shape[1]:
+            from_S = float(np.abs(coef[S] @ U_o.T).max())
+            to_y = float(np.abs(coef @ U_o[p.col]).max())
+        else:
+            from_S = to_y = 0.0
+        out.append(BigramModeCheck(
+            p.kind, len(S), a, len(C), p.sigma, float(sig[a]), abs(float(sig[a]) - p.sigma), u_err, v_err, residual,
+            float(np.abs(rho_own - target).max()), max(from_S, to_y), bigram_violation(joint, p.rows, p.col)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# 6. Context snippets (App. B) and tables
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Snippet:
+    document: int
+    position: int                 # stream position of the history's first token
+    before: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    after: np.ndarray
+
+
+@dataclass
+class SnippetSearch:
+    """Result of :func:`context_snippets`: the leading history, the continuations matched, the
+    relative loading cut that found them (0.1 = within 10% of the top |y-loading|), the snippets."""
+
+    x_index: int
+    y_indices: np.ndarray
+    relative_cut: float
+    n_occurrences: int
+    snippets: list = field(default_factory=list)
+
+
+def context_snippets(tokens, doc_offsets, em: EmpiricalModes, alpha: int, n_snippets: int = 3, width: int = 50,
+                     cuts=(0.1, 0.2, 0.3, 0.4, 0.5), seed: int = 0) -> SnippetSearch:
+    """Occurrences in the corpus of component ``alpha`` (App. B): the history x with the largest
+    |x-loading| followed by a continuation y whose |y-loading| is within ``cut`` of the largest
+    (cut = 10%, relaxed step by step to 50% until some occurrence is found), with ``width`` tokens
+    of context on each side, clipped to the document. Snippets are drawn at random (``seed``)."""
+    tokens = np.asarray(tokens)
+    offsets = np.asarray(doc_offsets, dtype=np.int64)
+    c = em.counts
+    k, l = c.k, c.l
+    g = em.x_function(alpha)
+    b = em.y_vectors[:, alpha]
+    xi = int(np.argmax(np.abs(g)))
+    x = c.prefixes[xi]
+    n = len(tokens)
+    # positions where x starts (and is followed by l tokens in the same document)
+    ends = np.append(offsets[1:], n)
+    doc_of = np.searchsorted(offsets, np.arange(n), side="right") - 1
+    starts = np.arange(max(n - k - l + 1, 0))
+    ok = starts + k + l <= ends[doc_of[starts]]
+    for j in range(k):
+        ok &= tokens[starts + j] == x[j]
+    starts = starts[ok]
+    y_at = np.stack([tokens[starts + k + j] for j in range(l)], axis=1) if starts.size else np.zeros((0, l), int)
+    top = np.abs(b).max()
+    chosen, used, found = np.zeros(0, int), cuts[-1], np.zeros(0, int)
+    for cut in cuts:
+        ys = np.flatnonzero(np.abs(b) >= (1 - cut) * top)
+        match = np.zeros(len(starts), dtype=bool)
+        for yi in ys:
+            match |= np.all(y_at == c.suffixes[yi], axis=1)
+        if match.any():
+            chosen, used, found = ys, cut, starts[match]
+            break
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(found, size=min(n_snippets, len(found)), replace=False)) if len(found) else found
+    snippets = []
+    for s in pick:
+        d = int(doc_of[s])
+        lo, hi = max(offsets[d], s - width), min(ends[d], s + k + l + width)
+        snippets.append(Snippet(d, int(s), tokens[lo:s], tokens[s:s + k], tokens[s + k:s + k + l],
+                                tokens[s + k + l:hi]))
+    return SnippetSearch(xi, chosen, used, len(found), snippets)
+
+
+def _md_escape(text: str) -> str:
+    """Escape every ASCII punctuation character (CommonMark backslash escapes), so that a token
+    such as '|', '*', '`' or '$' shows literally inside a MyST table."""
+    return "".join("\\" + ch if (ch.isascii() and not ch.isalnum() and ch not in " \t") else ch for ch in text)
+
+
+def token_label(tokenizer, seq) -> str:
+    """A token sequence as readable text (spaces '␣', newlines '↵'; ``Tokenizer.token_strings``),
+    tokens separated by a thin '·' when there are several."""
+    return "·".join(tokenizer.token_strings(np.asarray(seq).ravel()))
+
+
+def markdown_table(headers, rows, align=None) -> str:
+    """A MyST/GFM table; cells are escaped with :func:`_md_escape` unless given as ``Raw``."""
+    def cell(v):
+        if isinstance(v, Raw):
+            return str(v)
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return _md_escape(str(v))
+    align = align or ["---"] * len(headers)
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+class Raw(str):
+    """A table cell that is already Markdown (not escaped)."""
+
+
+def component_table(em: EmpiricalModes, alpha: int, tokenizer, n_top: int = 8, tie_rtol: float = 1e-2) -> str:
+    """Markdown for one component, in the manner of Examples 5.7–5.11: a header line (σ, ties,
+    bigram measures) and a table of the leading continuations (y side) and histories (x side)
+    with their loadings (x side as the function ⟨v, e_x⟩_V for M, the left vector for P)."""
+    cp = em.component(alpha, n_top, tie_rtol)
+    c = em.counts
+    side_y = "right" if em.operator == "conditional" else "left"
+    side_x = "left" if em.operator == "conditional" else "right"
+    name = "P" if em.operator == "conditional" else "M"
+    head = (f"**{name}, (k, l) = ({c.k}, {c.l}), component {alpha + 1}: σ = {cp.sigma:.4g}.** "
+            f"{cp.n_tied} of {c.shape[0]} histories ({100 * cp.tie_share:.2g}%) are tied at the top x-loading "
+            f"(within {100 * tie_rtol:g}%); y-mass on the dominant continuation {cp.y_mass:.2f}; "
+            f"bigram overlap {cp.bigram_overlap:.2f} with |S\\*| = {cp.best_set_size}; "
+            f"q(y\\*|S\\*) = {cp.q_y_given_S:.2f}, q(S\\*|y\\*) = {cp.q_S_given_y:.2f}.")
+    rows = []
+    for i in range(n_top):
+        yi, xi = cp.y_top[i], cp.x_top[i]
+        rows.append([i + 1, token_label(tokenizer, c.suffixes[yi]), f"{cp.y_loadings[i]:+.3f}",
+                     token_label(tokenizer, c.prefixes[xi]), f"{cp.x_loadings[i]:+.3g}"])
+    table = markdown_table(["rank", f"continuation y ({side_y} vector)", "loading",
+                            f"history x ({side_x} vector)", "loading"], rows,
+                           ["--:", ":--", "--:", ":--", "--:"])
+    return head + "\n\n" + table
+
+
+def snippets_markdown(search: SnippetSearch, tokenizer, counts: SequenceCounts) -> str:
+    """The snippets of :func:`context_snippets` as a fenced text block, history in ⟦ ⟧ and
+    continuation in ⟨ ⟩ (the fence is longer than any run of backticks or tildes in the text)."""
+    x = token_label(tokenizer, counts.prefixes[search.x_index])
+    ys = ", ".join(token_label(tokenizer, counts.suffixes[i]) for i in search.y_indices[:6])
+    head = (f"Leading history x = “{_md_escape(x)}”; continuations within {100 * search.relative_cut:.0f}% of the "
+            f"top loading: {_md_escape(ys)}{' …' if len(search.y_indices) > 6 else ''}; "
+            f"{search.n_occurrences} occurrences in the corpus.")
+    if not search.snippets:
+        return head + " No occurrence found."
+    texts = []
+    for s in search.snippets:
+        body = (tokenizer.decode(s.before) + "⟦" + tokenizer.decode(s.x) + "⟧⟨" + tokenizer.decode(s.y) + "⟩"
+                + tokenizer.decode(s.after))
+        texts.append(f"[document {s.document}, token {s.position}]\n…{body}…")
+    text = "\n\n".join(texts)
+    run = max([len(m) for m in __import__("re").findall(r"`+|~+", text)] + [2]) + 1
+    fence = "~" * max(run, 3)
+    return head + "\n\n" + fence + "text\n" + text + "\n" + fence
+
+
+# ---------------------------------------------------------------------------
+# 7. Studies the chapter runs (thin wrappers, so that the chapter holds no logic)
+# ---------------------------------------------------------------------------
+
+PLANTED_COLLECTIVE = ((0.02, 0.015), (0.01, 0.01, 0.012))
+
+
+def planted_lemma_study(orders, n_languages: int, seed: int = 0, background_size: int = 4,
+                        absolute=(0.06, 0.03), collective=PLANTED_COLLECTIVE) -> list[dict]:
+    """``check_bigram_modes`` on ``n_languages`` random planted languages (backgrounds drawn from
+    seed, seed+1, …) for every (k, l) in ``orders``: one row per planted bigram."""
+    from .languages import planted_language
+
+    rows = []
+    for k, l in orders:
+        for i in range(n_languages):
+            lang = planted_language(k, l, background_size, absolute, collective, rng=seed + i)
+            for c in check_bigram_modes(lang, k, l):
+                rows.append(dict(k=k, l=l, language=seed + i, alphabet=lang.alphabet_size, kind=c.kind, size=c.size,
+                                 mode=c.mode, cluster=c.cluster, sigma=c.sigma_predicted, sigma_error=c.sigma_error,
+                                 vector_error=c.vector_error, own_propensity_error=c.own_propensity_error,
+                                 other_propensity_max=c.other_propensity_max, violation=c.violation))
+    return rows
+
+
+@dataclass
+class OrderAnalysis:
+    """Everything the chapter computes for one (k, l) of real text."""
+
+    k: int
+    l: int
+    counts: SequenceCounts
+    P: EmpiricalModes            # the paper's matrix, smoothing α
+    P0: EmpiricalModes           # the same without smoothing (α = 0): P(y|x) = c(xy)/c(x)
+    M: EmpiricalModes            # the weighted operator
+    count_seconds: float
+
+
+def analyse_order(tokens, doc_offsets, vocab_size, k: int, l: int, min_count: int, r: int = 100,
+                  alpha: float = 1.0, smoothing: str = "observed", seed: int = 0) -> OrderAnalysis:
+    """Count and threshold (App. B), then the top-r components of P (α), P (α = 0) and M, each by
+    the paper's randomized/Lanczos rule."""
+    t0 = time.perf_counter()
+    counts = count_sequences(tokens, k, l, doc_offsets, vocab_size, min_count)
+    t_count = time.perf_counter() - t0
+    P = conditional_modes(counts, r, alpha, smoothing, seed=seed)
+    P0 = conditional_modes(counts, r, 0.0, "none", seed=seed)
+    M = weighted_modes(counts, r, seed=seed)
+    return OrderAnalysis(k, l, counts, P, P0, M, t_count)
+
+
+def mean_log_count(em: EmpiricalModes, n_modes: int = 10) -> float:
+    """Average over the leading ``n_modes`` of Σ_x x_vector(x)² log10 c(x): the typical frequency
+    (in decades) of the histories a mode's x side sits on (Euclidean-unit x vectors: U of P, ṽ of M)."""
+    logc = np.log10(em.counts.x_counts)
+    return float(np.mean([(em.x_vectors[:, a] ** 2) @ logc for a in range(min(n_modes, em.n_modes))]))
+
+
+def subspace_overlap(A, B, r: int) -> float:
+    """‖A_rᵀ B_r‖_F² / r for orthonormal columns: mean squared cosine of the principal angles
+    between the spans of the first r columns (1 = same subspace, r/n for random ones)."""
+    return float(np.linalg.norm(A[:, :r].T @ B[:, :r]) ** 2 / r)
+
+
+def random_overlap_baseline(em: EmpiricalModes, n: int = 100, seed: int = 0) -> np.ndarray:
+    """Bigram overlaps of ``n`` random unit directions in the operator's coordinates (Gaussian
+    x and y vectors, same shapes and x-side weights as ``em``): what chance gives."""
+    rng = np.random.default_rng(seed)
+    n_x, n_y = em.x_vectors.shape[0], em.y_vectors.shape[0]
+    out = np.empty(n)
+    for i in range(n):
+        b = rng.standard_normal(n_y)
+        b /= np.linalg.norm(b)
+        xv = rng.standard_normal(n_x)
+        xv /= np.linalg.norm(xv)
+        g = xv / np.sqrt(em.x_weights)
+        if g[np.argmax(np.abs(g))] < 0:
+            g = -g
+        _, cos = best_collective_set(g, em.x_weights)
+        out[i] = np.abs(b).max() * cos
+    return out
+
+
+def load_token_stream(corpus: str, tokenizer: str, max_corpus_mb: float, seed: int = 0):
+    """(corpus, tokenizer, token stream of the whole corpus). A 'bpe:<V>' tokenizer is trained on
+    the training documents of the book's split (as in the introduction), so it is the same one."""
+    from . import corpus as corpora
+    from . import tokenization
+
+    options = {"max_bytes": int(max_corpus_mb * 1e6)} if corpus.startswith("hf:") else {}
+    text = corpora.load_corpus(corpus, **options)
+    train_idx, _ = text.split(heldout_fraction=0.1, seed=seed)
+    tok = tokenization.get_tokenizer(tokenizer, corpus=text.subset(train_idx) if tokenizer.startswith("bpe:") else None)
+    return text, tok, tokenization.encode_corpus(text, tok)

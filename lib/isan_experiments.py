@@ -1,0 +1,567 @@
+"""Experiments of the chapter "ISAN learning" (Golowich, Liu & Shetty 2025, §4 and Appendix C).
+
+Everything the chapter computes lives here, built on :mod:`lib.isan`:
+
+* Theorem 4.3 / Fact C.4 / Lemma C.3 / Fact C.2 / Remark 1 on random ISANs
+  (:func:`theorem_4_3_table`);
+* representation power: copying (:func:`copying_table`), a random linear-in-state SSM and
+  its literal simulation (:func:`random_ssm`, :func:`ssm_sequence_logprobs`);
+* Theorem 4.4: the learner over a grid (:func:`learning_grid`), at long horizons
+  (:func:`horizon_sweep`), on the rare-branch stress test (:func:`rare_branch_sweep`),
+  with power-law fits (:func:`fit_power_law`);
+* Theorem C.13 at small n: learners of a noisy parity from *samples*
+  (:func:`empirical_logprobs`, :func:`parity_mle`, :func:`parity_sample_learners`) against
+  the logit-query learner (:func:`parity_query_learner`);
+* beyond the paper: approximately low-rank models (:func:`perturbed_isan`,
+  :func:`approx_low_rank_sweep`).
+
+Sequences are indexed as in :mod:`lib.isan` (lexicographic, first token most significant).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.special import log_softmax
+
+from .isan import (ISAN, MAX_STRINGS, TimeVaryingISAN, _check_positive_int, _check_prefix, _logprobs_of,
+                   all_futures, all_histories, centre, check_enumerable, isan_from_low_rank_oracle,
+                   learn_from_logit_queries, logit_matrix, logit_rank, noisy_parity_isan, noisy_parity_logprobs,
+                   random_isan, rare_branch_isan, time_varying_to_isan, tv_distance)
+
+EXACT_TV_LIMIT = 2 ** 20  # above this many strings, TV is estimated by Monte Carlo
+
+
+def _seed(*parts: int) -> np.random.Generator:
+    """An independent generator for one cell of an experiment (stable under reordering)."""
+    return np.random.default_rng([int(p) for p in parts])
+
+
+# ---------------------------------------------------------------------------
+# oracles, log-probabilities, divergences
+# ---------------------------------------------------------------------------
+
+class StateCachedOracle:
+    """Logit queries to a TimeVaryingISAN that cache hidden states by prefix.
+
+    Returns exactly ``model.next_logits(prefix)`` (up to float round-off of the same
+    products), but a prefix whose parent was queried costs one d×d product instead of t.
+    ``calls`` counts queries. Used where the learner's cost, not the oracle's, is timed.
+    """
+
+    def __init__(self, model: TimeVaryingISAN):
+        self.model, self.calls, self._states = model, 0, {(): model.x0}
+
+    def _state(self, p: tuple) -> np.ndarray:
+        x = self._states.get(p)
+        if x is None:
+            x = self.model.A[len(p) - 1, p[-1]] @ self._state(p[:-1])
+            self._states[p] = x
+        return x
+
+    def __call__(self, prefix) -> np.ndarray:
+        p = _check_prefix(prefix, self.model.alphabet_size, self.model.T - 1)
+        self.calls += 1
+        return centre(self.model.B[len(p)] @ self._state(p))
+
+
+def string_logprobs(model: TimeVaryingISAN, Z) -> np.ndarray:
+    """log Pr_model[s] for each row s of Z (shape (n, T)), without enumerating Σ^T."""
+    Z = np.asarray(Z, dtype=np.int64)
+    if Z.ndim != 2 or Z.shape[1] != model.T:
+        raise ValueError(f"Z: expected shape (n, T) with T = {model.T}, got {Z.shape}")
+    if Z.size and (Z.min() < 0 or Z.max() >= model.alphabet_size):
+        raise ValueError(f"Z: tokens must lie in [0, {model.alphabet_size})")
+    n = Z.shape[0]
+    X = np.broadcast_to(model.x0, (n, model.d)).copy()
+    lp = np.zeros(n)
+    rows = np.arange(n)
+    for t in range(model.T):
+        lp += log_softmax(X @ model.B[t].T, axis=1)[rows, Z[:, t]]
+        if t < model.T - 1:
+            X = np.einsum("nij,nj->ni", model.A[t][Z[:, t]], X)
+    return lp
+
+
+def tv_monte_carlo(a: TimeVaryingISAN, b: TimeVaryingISAN, n: int, rng: np.random.Generator):
+    """Unbiased estimate of TV(a, b) = E_{s~a}[max(0, 1 − P_b(s)/P_a(s))] from n samples of a.
+
+    Returns (estimate, standard error).
+    """
+    n = _check_positive_int("n", n, minimum=2)
+    if (a.alphabet_size, a.T) != (b.alphabet_size, b.T):
+        raise ValueError("b: expected a model over the same Σ^T as a")
+    Z = a.sample(n, rng)
+    w = np.maximum(0.0, 1.0 - np.exp(string_logprobs(b, Z) - string_logprobs(a, Z)))
+    return float(w.mean()), float(w.std(ddof=1) / np.sqrt(n))
+
+
+def tv_exact_or_mc(a: TimeVaryingISAN, b: TimeVaryingISAN, rng: np.random.Generator,
+                   exact_limit: int | None = None, mc_samples: int = 20_000):
+    """Exact TV when |Σ|^T <= exact_limit (default EXACT_TV_LIMIT), else Monte Carlo.
+    Returns (tv, stderr, exact?)."""
+    if a.alphabet_size ** a.T <= (EXACT_TV_LIMIT if exact_limit is None else exact_limit):
+        return tv_distance(a, b), 0.0, True
+    tv, se = tv_monte_carlo(a, b, mc_samples, rng)
+    return tv, se, False
+
+
+def kl_divergence(a, b, T: int | None = None) -> float:
+    """Exact KL(a ‖ b) = Σ_s P_a(s) (log P_a(s) − log P_b(s)) in nats, by enumeration.
+
+    a, b as in :func:`lib.isan.tv_distance` (models or log-probability arrays).
+    Strings with P_a(s) = 0 contribute 0; P_a(s) > 0 = P_b(s) gives inf.
+    """
+    la, lb = _logprobs_of("a", a, T), _logprobs_of("b", b, T)
+    if la.shape != lb.shape:
+        raise ValueError(f"b: expected log-probabilities of shape {la.shape} (as a), got {lb.shape}")
+    pa = np.exp(la)
+    live = pa > 0
+    if np.any(np.isneginf(lb[live])):
+        return float("inf")
+    return float(max(0.0, np.sum(pa[live] * (la[live] - lb[live]))))
+
+
+# ---------------------------------------------------------------------------
+# Theorem 4.3, Lemma C.3, Fact C.2, Remark 1
+# ---------------------------------------------------------------------------
+
+def full_logit_matrix(oracle: Callable, alphabet_size: int, T: int, t: int) -> np.ndarray:
+    """L_M(Σ^t, Σ^{≤T−1−t}): Theorem 4.3's matrix (the futures that still have a next token)."""
+    return logit_matrix(oracle, all_histories(alphabet_size, t), all_futures(alphabet_size, T - 1 - t),
+                        alphabet_size)
+
+
+def rank_profile(oracle: Callable, alphabet_size: int, T: int, tol: float = 1e-9) -> list[int]:
+    """Numerical ranks of L_M(Σ^t, Σ^{≤T−1−t}) for t = 0..T−1."""
+    return [logit_rank(full_logit_matrix(oracle, alphabet_size, T, t), tol) for t in range(T)]
+
+
+def generic_rank(d: int, alphabet_size: int, T: int, t: int) -> int:
+    """Rank of L(Σ^t, Σ^{≤T−1−t}) for a generic ISAN of hidden dim d: min(d, #rows, (|Σ|−1)·#futures)."""
+    S = alphabet_size
+    n_futures = sum(S ** k for k in range(T - t))
+    return min(d, S ** t, (S - 1) * n_futures)
+
+
+def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: float = 1e-9) -> list[dict]:
+    """For each (d, |Σ|, T): a random ISAN, its logit ranks (mean-centred and normalised) at
+    every t against the generic prediction, the ISAN rebuilt from logit queries alone
+    (Lemma C.3) and its TV, and the time-invariant ISAN of dim T·d (Fact C.2) and its TV."""
+    rows = []
+    for i, (d, S, T) in enumerate(configs):
+        m = random_isan(d, S, T, _seed(seed, 43, i, d, S, T))
+        centred = rank_profile(m.next_logits, S, T, tol)
+        normalised = rank_profile(m.next_logprobs, S, T, tol)
+        predicted = [generic_rank(d, S, T, t) for t in range(T)]
+        rebuilt, n_queries = isan_from_low_rank_oracle(m.next_logits, S, T, d, tol=tol, return_queries=True)
+        inv = time_varying_to_isan(m)
+        rows.append(dict(
+            d=d, S=S, T=T, ranks=centred, predicted=predicted, normalised_ranks=normalised,
+            rank_mismatches=sum(r != p for r, p in zip(centred, predicted)),
+            max_rank=max(centred), max_normalised_rank=max(normalised),
+            rebuilt_d=rebuilt.d, rebuild_queries=n_queries, rebuild_tv=tv_distance(m, rebuilt),
+            invariant_d=inv.d, invariant_tv=tv_distance(inv, m, T=T)))
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# representation power (Appendix C.2)
+# ---------------------------------------------------------------------------
+
+def copying_table(ns: Sequence[int], Cs: Sequence[float]) -> list[dict]:
+    """TV of Fact C.9's ISAN (hidden dim n+1) to the n-bit copying distribution, per (n, C),
+    with the bound n·e^{−C/2} (each copy step errs with probability 1/(1 + e^{C/2}))."""
+    from .isan import copying_isan, copying_logprobs
+
+    rows = []
+    for n in ns:
+        target = copying_logprobs(n)
+        for C in Cs:
+            m = copying_isan(n, C)
+            rows.append(dict(n=n, C=float(C), d=m.d, tv=tv_distance(m, target), bound=n * np.exp(-C / 2)))
+    return rows
+
+
+def random_ssm(d: int, p: int, q: int, alphabet_size: int, rng: np.random.Generator) -> dict:
+    """A random *selective* linear-in-state SSM (Defs C.5, C.6): A, B, C, D are nonlinear
+    functions of the input u (tanh, Gaussian and trigonometric gates). Returns the keyword
+    arguments of :func:`lib.isan.ssm_to_isan` and :func:`ssm_sequence_logprobs`."""
+    A0, A1 = rng.standard_normal((2, d, d)) / np.sqrt(d)
+    B0, C0, D0 = rng.standard_normal((d, p)), rng.standard_normal((q, d)), rng.standard_normal((q, p))
+    w, v = rng.standard_normal(p), rng.standard_normal(p)
+    return dict(
+        x0=rng.standard_normal(d), u1=rng.standard_normal(p),
+        V=rng.standard_normal((p, alphabet_size)), U=rng.standard_normal((alphabet_size, q)),
+        A=lambda u: A0 + np.tanh(u @ w) * A1,
+        B=lambda u: B0 * np.exp(-0.5 * (u ** 2).sum()),
+        C=lambda u: C0 * np.cos(u @ v),
+        D=lambda u: D0 * (1.0 + np.sin(u @ w)))
+
+
+def ssm_sequence_logprobs(x0, u1, V, U, A, B, C, D, T: int) -> np.ndarray:
+    """log Pr[z_1..z_T] of a linear-in-state SSM (Defs C.5, C.6), simulated literally along
+    every branch of Σ^T (lexicographic order): y_t = C(u_t)x_{t−1} + D(u_t)u_t,
+    z_t ~ softmax(U y_t), x_t = A(u_t)x_{t−1} + B(u_t)u_t, u_{t+1} = V e(z_t)."""
+    U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)
+    S = U.shape[0]
+    check_enumerable(S, T)
+    nodes = [(np.asarray(x0, dtype=float), np.asarray(u1, dtype=float), 0.0)]
+    for _ in range(T):
+        nxt = []
+        for x, u, lp in nodes:
+            y = C(u) @ x + D(u) @ u
+            logp = log_softmax(U @ y)
+            x_new = A(u) @ x + B(u) @ u
+            nxt.extend((x_new, V[:, z], lp + logp[z]) for z in range(S))
+        nodes = nxt
+    return np.array([lp for _, _, lp in nodes])
+
+
+def logprob_table_oracle(logprobs, alphabet_size: int, T: int) -> Callable:
+    """Logit queries (Def C.14) of *any* distribution on Σ^T given by its log-probabilities
+    (lexicographic order): the mean-centred log-marginal of the next token after a prefix.
+    No model behind it: used to apply Lemma C.3 to a distribution's definition."""
+    S = _check_positive_int("alphabet_size", alphabet_size)
+    check_enumerable(S, T)
+    lp = np.asarray(logprobs, dtype=float)
+    if lp.shape != (S ** T,):
+        raise ValueError(f"logprobs: expected shape ({S ** T},), got {lp.shape}")
+    table = lp.reshape((S,) * T)
+
+    def oracle(prefix):
+        p = _check_prefix(prefix, S, T - 1)
+        sub = table[p].reshape(S, -1)
+        m = sub.max(axis=1, keepdims=True)
+        marg = (m + np.log(np.exp(sub - m).sum(axis=1, keepdims=True)))[:, 0]
+        return centre(marg)
+    return oracle
+
+
+def noisy_parity_table(ys, p: float, tol: float = 1e-9) -> list[dict]:
+    """Fact C.11 for each hidden vector y: TV of the dimension-2 ISAN to Def C.10, the logit
+    ranks of the *definition* (through :func:`logprob_table_oracle`) at every t, and the ISAN
+    of hidden dimension 1 that Lemma C.3 rebuilds from the definition's logit queries, with its TV."""
+    rows = []
+    for y in ys:
+        y = np.asarray(y)
+        n = y.size
+        truth = noisy_parity_logprobs(y, p)
+        oracle = logprob_table_oracle(truth, 2, n + 1)
+        ranks = rank_profile(oracle, 2, n + 1, tol)
+        dim1 = isan_from_low_rank_oracle(oracle, 2, n + 1, 1, tol=tol)
+        m = noisy_parity_isan(y, p)
+        rows.append(dict(n=n, y="".join(map(str, y.tolist())), d=m.d, tv=tv_distance(m, truth), ranks=ranks,
+                         max_rank=max(ranks), dim1_tv=tv_distance(dim1, truth)))
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Theorem 4.4: the learner over a grid
+# ---------------------------------------------------------------------------
+
+def theorem_n(d: int, T: int, eps: float) -> int:
+    """Algorithm 2's sample size N = ⌈4T/ε · ln(dT/ε)⌉."""
+    return int(np.ceil(4 * T / eps * np.log(d * T / eps)))
+
+
+def exhaustive_queries(alphabet_size: int, T: int) -> int:
+    """|Σ^{≤T−1}|: the number of distinct prefixes a learner could ever query."""
+    return sum(alphabet_size ** k for k in range(T))
+
+
+def learn_once(model: TimeVaryingISAN, eps: float, rng: np.random.Generator, *, d: int | None = None,
+               rank_tol: float | None = None, tv_rng: np.random.Generator | None = None,
+               exact_limit: int | None = None, mc_samples: int = 20_000, cached_oracle: bool = True) -> dict:
+    """Run the logit-query learner once on ``model`` and measure it: TV (exact up to
+    ``exact_limit`` strings, else Monte Carlo), queries, wall time, N and the learned dimension.
+
+    The oracle is a StateCachedOracle (``cached_oracle``; one d×d product per new prefix) or the
+    model's own ``next_logits`` (t products per query, as in benchmarks/bench_isan.py); the
+    wall time includes the oracle's work either way."""
+    oracle = StateCachedOracle(model) if cached_oracle else model.next_logits
+    kw = {} if rank_tol is None else {"rank_tol": rank_tol}
+    t0 = time.perf_counter()
+    learned, n_queries, info = learn_from_logit_queries(oracle, model.alphabet_size, model.T, eps, rng,
+                                                        d=model.d if d is None else d, return_info=True, **kw)
+    seconds = time.perf_counter() - t0
+    tv, se, exact = tv_exact_or_mc(model, learned, tv_rng or rng, exact_limit, mc_samples)
+    return dict(d=model.d, S=model.alphabet_size, T=model.T, eps=eps, tv=tv, tv_se=se, tv_exact=exact,
+                queries=n_queries, seconds=seconds, N=info["N"], samples=info["samples"],
+                iterations=info["iterations"], hidden_dim=info["hidden_dim"],
+                exhaustive=exhaustive_queries(model.alphabet_size, model.T), model=learned)
+
+
+def learning_grid(ds, alphabet_sizes, Ts, epss, repeats: int, seed: int, scale: float = 1.0) -> list[dict]:
+    """The learner on random ISANs over the grid d × |Σ| × T × ε, ``repeats`` times each
+    (a fresh random ISAN and learner seed per repeat). One row per run (learned model dropped)."""
+    rows = []
+    for d in ds:
+        for S in alphabet_sizes:
+            for T in Ts:
+                for r in range(repeats):
+                    model = random_isan(d, S, T, _seed(seed, 44, d, S, T, r), scale=scale)
+                    for eps in epss:
+                        row = learn_once(model, eps, _seed(seed, 45, d, S, T, r, round(1e6 * eps)))
+                        row.pop("model")
+                        rows.append(dict(row, repeat=r))
+    return rows
+
+
+def grid_summary(rows: list[dict]) -> list[dict]:
+    """Per grid point (d, |Σ|, T, ε): mean and max TV over repeats, mean queries and seconds."""
+    keys = sorted({(r["d"], r["S"], r["T"], r["eps"]) for r in rows})
+    out = []
+    for k in keys:
+        sel = [r for r in rows if (r["d"], r["S"], r["T"], r["eps"]) == k]
+        out.append(dict(d=k[0], S=k[1], T=k[2], eps=k[3], runs=len(sel),
+                        mean_tv=float(np.mean([r["tv"] for r in sel])), max_tv=max(r["tv"] for r in sel),
+                        queries=float(np.mean([r["queries"] for r in sel])),
+                        seconds=float(np.mean([r["seconds"] for r in sel])),
+                        N=sel[0]["N"], exhaustive=sel[0]["exhaustive"],
+                        hidden_dim=max(r["hidden_dim"] for r in sel)))
+    return out
+
+
+def horizon_sweep(d: int, alphabet_size: int, Ts, eps: float, repeats: int, seed: int,
+                  mc_samples: int = 20_000) -> list[dict]:
+    """The learner at long horizons T (where |Σ^{≤T−1}| far exceeds the queries it makes);
+    TV exact up to EXACT_TV_LIMIT strings, Monte Carlo beyond."""
+    rows = []
+    for T in Ts:
+        for r in range(repeats):
+            model = random_isan(d, alphabet_size, T, _seed(seed, 46, d, alphabet_size, T, r))
+            row = learn_once(model, eps, _seed(seed, 47, T, r), tv_rng=_seed(seed, 48, T, r),
+                             mc_samples=mc_samples)
+            row.pop("model")
+            rows.append(dict(row, repeat=r))
+    return rows
+
+
+def fit_power_law(rows: list[dict], response: str, variables: Sequence[str],
+                  transforms: dict | None = None) -> dict:
+    """Least squares log(response) = c + Σ_k a_k log(variable_k); returns the exponents a_k,
+    the intercept, R² and the number of rows. ``transforms`` maps a variable name to a
+    function applied before the log (e.g. {"eps": lambda e: 1/e} for the exponent of 1/ε)."""
+    transforms = transforms or {}
+    if len(rows) < len(variables) + 1:
+        raise ValueError(f"rows: need at least {len(variables) + 1} rows to fit {len(variables)} exponents, "
+                         f"got {len(rows)}")
+    y = np.log([float(r[response]) for r in rows])
+    X = np.column_stack([np.ones(len(rows))] + [
+        np.log([float(transforms.get(v, lambda a: a)(r[v])) for r in rows]) for v in variables])
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ coef
+    ss = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid ** 2).sum()) / ss if ss > 0 else 1.0
+    return dict(exponents=dict(zip(variables, map(float, coef[1:]))), intercept=float(coef[0]), r2=r2,
+                n=len(rows))
+
+
+def rare_branch_sweep(epss, deltas, repeats: int, seed: int, C: float = 5.0) -> list[dict]:
+    """Theorem 4.4's ε at work: E[TV] of the learner on rare_branch_isan(δ) over learner seeds,
+    per (ε, δ). A branch of probability δ ≪ 1/N is missed (TV = δ(σ(2C) − 1/2)), δ ≫ 1/N found."""
+    rows = []
+    for eps in epss:
+        for delta in deltas:
+            model = rare_branch_isan(delta, C)
+            tvs, found = [], 0
+            for r in range(repeats):
+                learned, _, info = learn_from_logit_queries(model.next_logits, 2, 4, eps,
+                                                            _seed(seed, 49, r, round(1e6 * eps)), d=2,
+                                                            return_info=True)
+                tvs.append(tv_distance(model, learned))
+                found += info["hidden_dim"] > 1
+            rows.append(dict(eps=eps, delta=float(delta), N=theorem_n(2, 4, eps), mean_tv=float(np.mean(tvs)),
+                             max_tv=float(np.max(tvs)), found_fraction=found / repeats,
+                             missed_tv=float(delta * (1 / (1 + np.exp(-2 * C)) - 0.5))))
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Theorem C.13 at small n: noisy parity from samples vs from logit queries
+# ---------------------------------------------------------------------------
+
+def string_index(Z, alphabet_size: int) -> np.ndarray:
+    """Lexicographic index of each row of Z (first token most significant)."""
+    Z = np.asarray(Z, dtype=np.int64)
+    return Z @ (alphabet_size ** np.arange(Z.shape[1] - 1, -1, -1, dtype=np.int64))
+
+
+def empirical_logprobs(Z, alphabet_size: int) -> np.ndarray:
+    """The empirical distribution of the sample rows Z (n, T) over Σ^T (−inf where unseen):
+    maximum likelihood over *all* distributions on Σ^T."""
+    Z = np.asarray(Z, dtype=np.int64)
+    n, T = Z.shape
+    check_enumerable(alphabet_size, T)
+    counts = np.bincount(string_index(Z, alphabet_size), minlength=alphabet_size ** T)
+    with np.errstate(divide="ignore"):
+        return np.log(counts) - np.log(n)
+
+
+def fwht(f) -> np.ndarray:
+    """Fast Walsh–Hadamard transform: F[y] = Σ_z f[z] (−1)^{popcount(y & z)}, length 2^n."""
+    F = np.array(f, dtype=float)
+    n = F.size
+    if n & (n - 1):
+        raise ValueError(f"f: expected a length that is a power of 2, got {n}")
+    h = 1
+    while h < n:
+        F = F.reshape(-1, 2, h)
+        F = np.stack([F[:, 0] + F[:, 1], F[:, 0] - F[:, 1]], axis=1).reshape(-1)
+        h *= 2
+    return F
+
+
+def parity_mle(Z) -> tuple[np.ndarray, float, int]:
+    """Maximum likelihood over the noisy parities of Def C.10 (a family of ISANs of dim 2)
+    from samples Z (m, n+1) of {0,1}^{n+1}: every y ∈ {0,1}^n is scored by its number of
+    agreements b = ⟨y, z⟩ mod 2 (all 2^n at once by a Walsh–Hadamard transform), then
+    p̂ = 1 − agreements/m. Returns (ŷ, p̂, candidates examined = 2^n)."""
+    Z = np.asarray(Z, dtype=np.int64)
+    m, n1 = Z.shape
+    n = n1 - 1
+    if n < 1:
+        raise ValueError("Z: expected samples of length n + 1 >= 2")
+    z_idx = string_index(Z[:, :n], 2)
+    f = np.bincount(z_idx, weights=1.0 - 2.0 * Z[:, n], minlength=2 ** n)  # #(b=0) − #(b=1) per z
+    F = fwht(f)                                                           # agreements − disagreements
+    best = int(np.argmax(F))
+    agree = (m + F[best]) / 2
+    y_hat = np.array([(best >> (n - 1 - i)) & 1 for i in range(n)])
+    p_hat = float(np.clip(1.0 - agree / m, 0.5 / m, 0.5 - 1e-9))
+    return y_hat, p_hat, 2 ** n
+
+
+def random_parity_vector(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random non-zero y ∈ {0,1}^n."""
+    while True:
+        y = rng.integers(0, 2, n)
+        if y.any():
+            return y
+
+
+def parity_sample_learners(ns, repeats: int, p: float, seed: int, max_samples: int,
+                           min_log2: int = 3, beyond_log2: int = 7) -> list[dict]:
+    """For each n, sample count m = 2^k (k = min_log2 .. n + beyond_log2, m <= max_samples) and
+    repeat: draw a random non-zero y, m samples of the noisy parity (y, p) from its ISAN, and
+    measure the TV to the truth of (a) the empirical distribution and (b) the maximum-likelihood
+    noisy parity (:func:`parity_mle`), and the wall time of each."""
+    rows = []
+    for n in ns:
+        ms = [2 ** k for k in range(min_log2, n + beyond_log2 + 1) if 2 ** k <= max_samples]
+        for m in ms:
+            for r in range(repeats):
+                rng = _seed(seed, 50, n, m, r)
+                y = random_parity_vector(n, rng)
+                truth = noisy_parity_logprobs(y, p)
+                Z = noisy_parity_isan(y, p).sample(m, rng)
+                t0 = time.perf_counter()
+                emp = empirical_logprobs(Z, 2)
+                t_emp = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                y_hat, p_hat, cand = parity_mle(Z)
+                t_mle = time.perf_counter() - t0
+                rows.append(dict(n=n, m=m, repeat=r, p=p, empirical_tv=tv_distance(emp, truth),
+                                 mle_tv=tv_distance(noisy_parity_logprobs(y_hat, p_hat), truth),
+                                 mle_exact=bool(np.array_equal(y_hat, y)), mle_candidates=cand,
+                                 empirical_seconds=t_emp, mle_seconds=t_mle))
+    return rows
+
+
+def samples_needed(rows: list[dict], key: str, tau: float) -> dict:
+    """Per n: the sample count m at which the mean over repeats of ``key`` first falls to tau,
+    interpolated linearly in (log m, mean TV) between the bracketing grid points (None if never)."""
+    out = {}
+    for n in sorted({r["n"] for r in rows}):
+        ms = sorted({r["m"] for r in rows if r["n"] == n})
+        tv = [float(np.mean([r[key] for r in rows if r["n"] == n and r["m"] == m])) for m in ms]
+        out[n] = None
+        for i, (m, v) in enumerate(zip(ms, tv)):
+            if v <= tau:
+                if i == 0:
+                    out[n] = float(m)
+                else:
+                    lo, hi, vlo = np.log(ms[i - 1]), np.log(m), tv[i - 1]
+                    out[n] = float(np.exp(lo + (vlo - tau) / (vlo - v) * (hi - lo)))
+                break
+    return out
+
+
+def parity_query_learner(ns, eps: float, p: float, seed: int, repeats: int = 1) -> list[dict]:
+    """The logit-query learner (Theorem 4.4, d = 2 by Fact C.11) on random noisy parities."""
+    rows = []
+    for n in ns:
+        for r in range(repeats):
+            rng = _seed(seed, 51, n, r)
+            model = noisy_parity_isan(random_parity_vector(n, rng), p)
+            row = learn_once(model, eps, _seed(seed, 52, n, r), d=2, exact_limit=MAX_STRINGS)
+            row.pop("model")
+            rows.append(dict(row, n=n, repeat=r))
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# beyond the paper: approximately low-rank models
+# ---------------------------------------------------------------------------
+
+def perturbed_isan(base: TimeVaryingISAN, k: int, eta: float, rng: np.random.Generator) -> TimeVaryingISAN:
+    """A rank-d ISAN plus a perturbation of size eta: hidden dim d + k, block lower-triangular
+    A = [[A_base, 0], [G, H]] (the first d coordinates evolve exactly as in ``base``; the k extra
+    ones are driven by them), B = [B_base, eta·E] with E ~ N(0, 1). So every mean-centred logit
+    is base's plus eta times a linear function of the extra state: L = L_base + eta·L_extra."""
+    k = _check_positive_int("k", k)
+    T, S, d = base.T, base.alphabet_size, base.d
+    D = d + k
+    A = np.zeros((T, S, D, D))
+    A[:, :, :d, :d] = base.A
+    A[:, :, d:, :d] = rng.standard_normal((T, S, k, d)) / np.sqrt(D)
+    A[:, :, d:, d:] = rng.standard_normal((T, S, k, k)) / np.sqrt(D)
+    B = np.zeros((T, S, D))
+    B[:, :, :d] = base.B
+    B[:, :, d:] = eta * rng.standard_normal((T, S, k))
+    x0 = np.concatenate([base.x0, rng.standard_normal(k) / np.sqrt(k)])
+    return TimeVaryingISAN(x0, A, B)
+
+
+def normalised_spectrum(oracle: Callable, alphabet_size: int, T: int, t: int) -> np.ndarray:
+    """Singular values of L_M(Σ^t, Σ^{≤T−1−t}) divided by the largest."""
+    s = np.linalg.svd(full_logit_matrix(oracle, alphabet_size, T, t), compute_uv=False)
+    return s / s[0]
+
+
+def gap_tolerance(spectrum, d: int) -> float:
+    """Geometric mean of the d-th and (d+1)-th normalised singular values: a rank tolerance in
+    the spectral gap that keeps d directions."""
+    s = np.asarray(spectrum, dtype=float)
+    return float(np.sqrt(s[d - 1] * s[d]))
+
+
+def approx_low_rank_sweep(d: int, alphabet_size: int, T: int, k: int, etas, tols, eps: float,
+                          seed: int) -> dict:
+    """The learner with rank tolerance ``tol`` on rank-d ISANs perturbed by eta (hidden dim d+k).
+
+    Returns dict(rows=[...], spectra={eta: normalised spectrum at t = T//2}, base=...): one row per
+    (eta, tol) and one per eta at the gap tolerance (tol_kind "gap"), with the learned hidden
+    dim, TV and KL(perturbed ‖ learned), and the TV/KL of the unperturbed base to the perturbed
+    model (what a perfect rank-d answer could achieve by dropping the perturbation)."""
+    base = random_isan(d, alphabet_size, T, _seed(seed, 53, d, alphabet_size, T))
+    rows, spectra = [], {}
+    for e_i, eta in enumerate(etas):
+        model = perturbed_isan(base, k, eta, _seed(seed, 54, e_i))
+        lp = model.sequence_logprobs()
+        spec = normalised_spectrum(model.next_logits, alphabet_size, T, T // 2)
+        spectra[float(eta)] = spec
+        base_tv, base_kl = tv_distance(lp, base), kl_divergence(lp, base)
+        gap = gap_tolerance(spec, d)
+        for kind, tol in [("grid", t) for t in tols] + [("gap", gap)]:
+            learned, n_queries, info = learn_from_logit_queries(
+                StateCachedOracle(model), alphabet_size, T, eps, _seed(seed, 55, e_i), d=d + k,
+                rank_tol=tol, return_info=True)
+            llp = learned.sequence_logprobs()
+            rows.append(dict(eta=float(eta), tol=float(tol), tol_kind=kind, hidden_dim=info["hidden_dim"],
+                             tv=tv_distance(lp, llp), kl=kl_divergence(lp, llp), queries=n_queries,
+                             base_tv=base_tv, base_kl=base_kl))
+    return dict(rows=rows, spectra=spectra, base=base)

@@ -1,0 +1,270 @@
+"""Tests for lib.isan_experiments: the experiments of the chapter "ISAN learning"."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.special import expit, log_softmax, logsumexp
+
+import lib.isan_experiments as ie
+from lib.isan import (copying_isan, learn_from_logit_queries, noisy_parity_isan, noisy_parity_logprobs,
+                      random_isan, ssm_to_isan, tv_distance)
+
+
+# ---------------------------------------------------------------------------
+# oracles, log-probabilities, divergences
+# ---------------------------------------------------------------------------
+
+def test_state_cached_oracle_matches_next_logits_and_counts():
+    m = random_isan(4, 3, 6, np.random.default_rng(0))
+    oracle = ie.StateCachedOracle(m)
+    for h in [(), (2,), (0, 1), (2, 2, 1, 0, 1), (0, 1, 2)]:
+        np.testing.assert_allclose(oracle(h), m.next_logits(h), atol=1e-13)
+    assert oracle.calls == 5
+    with pytest.raises(ValueError, match="prefix"):
+        oracle((0, 0, 0, 0, 0, 0))
+    with pytest.raises(ValueError, match="prefix"):
+        oracle((3,))
+
+
+def test_string_logprobs_matches_enumeration():
+    m = random_isan(3, 3, 4, np.random.default_rng(1))
+    Z = np.array(list(itertools.product(range(3), repeat=4)))
+    np.testing.assert_allclose(ie.string_logprobs(m, Z), m.sequence_logprobs(), atol=1e-12)
+    with pytest.raises(ValueError, match="Z: expected shape"):
+        ie.string_logprobs(m, Z[:, :3])
+
+
+def test_tv_monte_carlo_is_unbiased_within_error():
+    a = random_isan(2, 2, 6, np.random.default_rng(2))
+    b = random_isan(2, 2, 6, np.random.default_rng(3))
+    exact = tv_distance(a, b)
+    est, se = ie.tv_monte_carlo(a, b, 40_000, np.random.default_rng(4))
+    assert 0 < se < 0.01
+    assert abs(est - exact) < 4 * se
+    assert ie.tv_monte_carlo(a, a, 100, np.random.default_rng(0)) == (0.0, 0.0)
+    tv, _, exact_flag = ie.tv_exact_or_mc(a, b, np.random.default_rng(0), exact_limit=10, mc_samples=1000)
+    assert not exact_flag and 0 < tv < 1
+
+
+def test_kl_divergence():
+    a = random_isan(2, 3, 4, np.random.default_rng(5))
+    b = random_isan(2, 3, 4, np.random.default_rng(6))
+    la, lb = a.sequence_logprobs(), b.sequence_logprobs()
+    assert ie.kl_divergence(a, a) == 0.0
+    assert ie.kl_divergence(a, b) == pytest.approx(float(np.sum(np.exp(la) * (la - lb))), rel=1e-12)
+    assert ie.kl_divergence(a, b) >= 2 * tv_distance(a, b) ** 2  # Pinsker
+    with np.errstate(divide="ignore"):
+        half = np.log(np.array([0.5, 0.5, 0.0, 0.0]))
+        assert ie.kl_divergence(half, np.log(np.full(4, 0.25))) == pytest.approx(np.log(2))
+        assert ie.kl_divergence(np.log(np.full(4, 0.25)), half) == float("inf")
+
+
+def test_logprob_table_oracle_gives_centred_marginal_logits():
+    m = random_isan(3, 3, 4, np.random.default_rng(7))
+    oracle = ie.logprob_table_oracle(m.sequence_logprobs(), 3, 4)
+    for h in [(), (1,), (2, 0), (0, 1, 2)]:
+        np.testing.assert_allclose(oracle(h), m.next_logits(h), atol=1e-10)
+    with pytest.raises(ValueError, match="logprobs: expected shape"):
+        ie.logprob_table_oracle(np.zeros(5), 3, 4)
+
+
+# ---------------------------------------------------------------------------
+# Theorem 4.3, Remark 1, representation power
+# ---------------------------------------------------------------------------
+
+def test_generic_rank():
+    assert ie.generic_rank(4, 2, 9, 0) == 1          # one history
+    assert ie.generic_rank(4, 2, 9, 1) == 2          # two histories
+    assert ie.generic_rank(4, 2, 9, 8) == 1          # one future (Null): (|Σ|-1)·1 columns
+    assert ie.generic_rank(4, 2, 9, 4) == 4
+    assert ie.generic_rank(6, 4, 5, 4) == 3
+
+
+def test_theorem_4_3_table_small():
+    rows = ie.theorem_4_3_table([(2, 2, 6), (3, 3, 4)], seed=1)
+    for r in rows:
+        assert r["rank_mismatches"] == 0 and r["max_rank"] == r["d"]
+        assert r["rebuild_tv"] < 1e-10 and r["rebuilt_d"] == r["d"]
+        assert r["rebuild_queries"] == sum(r["S"] ** k for k in range(r["T"]))
+        assert r["invariant_d"] == r["T"] * r["d"] and r["invariant_tv"] < 1e-12
+        assert r["max_normalised_rank"] > r["d"]   # Remark 1
+
+
+def test_copying_table_matches_closed_form():
+    rows = ie.copying_table([1, 3], [0.0, 6.0, 30.0])
+    assert len(rows) == 6
+    for r in rows:
+        assert r["d"] == r["n"] + 1
+        assert r["tv"] == pytest.approx(1 - (1 - expit(-r["C"] / 2)) ** r["n"], abs=1e-12)
+        assert r["tv"] <= r["bound"] + 1e-12
+
+
+def test_noisy_parity_table_rank_one_and_dim_one_rebuild():
+    rows = ie.noisy_parity_table([[1, 0, 1], [0, 1, 1, 1]], 0.2)
+    for r in rows:
+        assert r["d"] == 2 and r["tv"] < 1e-12
+        assert r["max_rank"] == 1 and len(r["ranks"]) == r["n"] + 1
+        assert r["dim1_tv"] < 1e-10
+
+
+def test_random_ssm_literal_simulation_matches_isan_and_per_string_reference():
+    ssm = ie.random_ssm(2, 2, 3, 2, np.random.default_rng(8))
+    T = 5
+    lp = ie.ssm_sequence_logprobs(**ssm, T=T)
+    assert abs(logsumexp(lp)) < 1e-12
+    m = ssm_to_isan(**ssm)
+    assert m.d == 2 + 2 * 3 + 1
+    assert tv_distance(m, lp, T=T) < 1e-12
+    # one string by hand
+    s = (1, 0, 1, 1, 0)
+    x, u, ref = ssm["x0"], ssm["u1"], 0.0
+    for z in s:
+        y = ssm["C"](u) @ x + ssm["D"](u) @ u
+        ref += log_softmax(ssm["U"] @ y)[z]
+        x = ssm["A"](u) @ x + ssm["B"](u) @ u
+        u = ssm["V"][:, z]
+    assert lp[int("".join(map(str, s)), 2)] == pytest.approx(ref, abs=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Theorem 4.4 experiments
+# ---------------------------------------------------------------------------
+
+def test_theorem_n_and_exhaustive():
+    assert ie.theorem_n(8, 10, 0.05) == int(np.ceil(4 * 10 / 0.05 * np.log(8 * 10 / 0.05)))
+    assert ie.exhaustive_queries(3, 4) == 1 + 3 + 9 + 27
+
+
+def test_learning_grid_and_summary():
+    rows = ie.learning_grid([2, 3], [2, 3], [4], [0.3, 0.1], repeats=2, seed=0)
+    assert len(rows) == 2 * 2 * 1 * 2 * 2
+    assert all(r["tv"] < 1e-9 and r["queries"] <= r["exhaustive"] for r in rows)
+    summary = ie.grid_summary(rows)
+    assert len(summary) == 8 and all(s["runs"] == 2 for s in summary)
+    s = next(s for s in summary if (s["d"], s["S"], s["eps"]) == (3, 3, 0.1))
+    sel = [r["tv"] for r in rows if (r["d"], r["S"], r["eps"]) == (3, 3, 0.1)]
+    assert s["mean_tv"] == pytest.approx(np.mean(sel)) and s["N"] == ie.theorem_n(3, 4, 0.1)
+
+
+def test_learn_once_plain_and_cached_oracles_agree():
+    m = random_isan(3, 3, 5, np.random.default_rng(9))
+    a = ie.learn_once(m, 0.2, np.random.default_rng(1), cached_oracle=True)
+    b = ie.learn_once(m, 0.2, np.random.default_rng(1), cached_oracle=False)
+    assert a["queries"] == b["queries"] and a["hidden_dim"] == b["hidden_dim"]
+    assert a["tv"] < 1e-9 and b["tv"] < 1e-9 and a["tv_exact"]
+
+
+def test_horizon_sweep_monte_carlo_branch(monkeypatch):
+    monkeypatch.setattr(ie, "EXACT_TV_LIMIT", 100)
+    rows = ie.horizon_sweep(2, 3, [4, 6], 0.3, 1, seed=0, mc_samples=2000)
+    assert [r["tv_exact"] for r in rows] == [True, False]  # 3^4 = 81 <= 100 < 3^6
+    assert all(r["tv"] < 1e-9 for r in rows)
+
+
+def test_fit_power_law_recovers_exponents():
+    rows = [dict(d=d, T=T, eps=e, y=3.0 * d ** 0.5 * T ** 2.0 * (1 / e) ** 1.0)
+            for d, T, e in itertools.product([2, 4, 8], [3, 5, 9], [0.3, 0.1])]
+    fit = ie.fit_power_law(rows, "y", ["d", "T", "eps"], {"eps": lambda e: 1 / e})
+    assert fit["exponents"] == pytest.approx({"d": 0.5, "T": 2.0, "eps": 1.0}, abs=1e-10)
+    assert fit["intercept"] == pytest.approx(np.log(3.0)) and fit["r2"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="rows: need at least"):
+        ie.fit_power_law(rows[:2], "y", ["d", "T", "eps"])
+
+
+def test_rare_branch_sweep_extremes():
+    rows = ie.rare_branch_sweep([0.1], [1e-7, 0.3], repeats=3, seed=0)
+    rare, common = rows
+    assert rare["found_fraction"] == 0 and rare["mean_tv"] == pytest.approx(rare["missed_tv"], rel=1e-6)
+    assert common["found_fraction"] == 1 and common["mean_tv"] < 1e-9
+    assert all(r["mean_tv"] <= r["eps"] for r in rows)
+
+
+# ---------------------------------------------------------------------------
+# Theorem C.13: noisy parity from samples
+# ---------------------------------------------------------------------------
+
+def test_fwht_matches_definition():
+    f = np.random.default_rng(0).standard_normal(16)
+    F = ie.fwht(f)
+    ref = [sum(f[z] * (-1) ** bin(y & z).count("1") for z in range(16)) for y in range(16)]
+    np.testing.assert_allclose(F, ref, atol=1e-12)
+    with pytest.raises(ValueError, match="power of 2"):
+        ie.fwht(np.ones(6))
+
+
+def test_empirical_logprobs():
+    Z = np.array([[0, 1], [0, 1], [1, 1], [0, 0]])
+    lp = ie.empirical_logprobs(Z, 2)
+    np.testing.assert_allclose(np.exp(lp), [0.25, 0.5, 0.0, 0.25])
+    np.testing.assert_array_equal(ie.string_index(Z, 2), [1, 1, 3, 0])
+
+
+def test_parity_mle_recovers_y_and_noise():
+    y, p = np.array([1, 0, 1, 1, 0, 1]), 0.1
+    Z = noisy_parity_isan(y, p).sample(4000, np.random.default_rng(3))
+    y_hat, p_hat, cand = ie.parity_mle(Z)
+    np.testing.assert_array_equal(y_hat, y)
+    assert cand == 2 ** 6 and abs(p_hat - p) < 0.02
+    assert tv_distance(noisy_parity_logprobs(y_hat, p_hat), noisy_parity_logprobs(y, p)) < 0.02
+    # noiseless samples: clipped away from 0
+    Z0 = noisy_parity_isan(y, 1e-12).sample(50, np.random.default_rng(0))
+    assert ie.parity_mle(Z0)[1] == pytest.approx(0.5 / 50)
+
+
+def test_parity_sample_learners_and_samples_needed():
+    rows = ie.parity_sample_learners([3, 5], repeats=2, p=0.1, seed=0, max_samples=2 ** 10, beyond_log2=5)
+    assert {r["m"] for r in rows if r["n"] == 3} == {2 ** k for k in range(3, 9)}
+    assert {r["m"] for r in rows if r["n"] == 5} == {2 ** k for k in range(3, 11)}
+    assert all(0 <= r["empirical_tv"] <= 1 and 0 <= r["mle_tv"] <= 1 for r in rows)
+    need = ie.samples_needed(rows, "empirical_tv", 0.1)
+    assert need[3] is not None
+    assert need[5] is None or need[5] > need[3]
+    synthetic = [dict(n=1, m=m, v=v) for m, v in [(10, 0.5), (100, 0.2), (1000, 0.05)]]
+    assert ie.samples_needed(synthetic, "v", 0.1)[1] == pytest.approx(10 ** (2 + 2 / 3))
+    assert ie.samples_needed(synthetic, "v", 0.6)[1] == 10.0
+    assert ie.samples_needed(synthetic, "v", 0.01)[1] is None
+
+
+def test_parity_query_learner_exact():
+    rows = ie.parity_query_learner([3, 6], eps=0.2, p=0.1, seed=0)
+    assert [r["n"] for r in rows] == [3, 6]
+    assert all(r["tv"] < 1e-9 and r["hidden_dim"] <= 3 for r in rows)
+
+
+def test_random_parity_vector_nonzero():
+    rng = np.random.default_rng(0)
+    assert all(ie.random_parity_vector(1, rng).tolist() == [1] for _ in range(5))
+
+
+# ---------------------------------------------------------------------------
+# approximately low-rank models
+# ---------------------------------------------------------------------------
+
+def test_perturbed_isan_is_base_plus_eta_and_has_rank_d_plus_k():
+    base = random_isan(2, 3, 5, np.random.default_rng(10))
+    zero = ie.perturbed_isan(base, 2, 0.0, np.random.default_rng(11))
+    assert zero.d == 4 and tv_distance(zero, base) < 1e-14
+    m1 = ie.perturbed_isan(base, 2, 1e-3, np.random.default_rng(11))
+    m2 = ie.perturbed_isan(base, 2, 2e-3, np.random.default_rng(11))
+    for h in [(), (1,), (2, 0, 1)]:  # logits are affine in eta
+        np.testing.assert_allclose(m2.next_logits(h) - base.next_logits(h),
+                                   2 * (m1.next_logits(h) - base.next_logits(h)), atol=1e-13)
+    assert max(ie.rank_profile(m1.next_logits, 3, 5)) == 4
+
+
+def test_gap_tolerance_and_spectrum():
+    assert ie.gap_tolerance([1.0, 0.5, 1e-4, 1e-5], 2) == pytest.approx(np.sqrt(0.5e-4))
+    m = random_isan(2, 2, 6, np.random.default_rng(12))
+    s = ie.normalised_spectrum(m.next_logits, 2, 6, 3)
+    assert s[0] == 1.0 and s[2] < 1e-12
+
+
+def test_approx_low_rank_sweep_small():
+    out = ie.approx_low_rank_sweep(2, 2, 6, 2, [1e-3], [1e-9, 0.5], eps=0.2, seed=0)
+    rows = {(r["tol_kind"], r["tol"]): r for r in out["rows"]}
+    exact = rows[("grid", 1e-9)]
+    assert exact["hidden_dim"] == 4 and exact["tv"] < 1e-9
+    gap = next(r for r in out["rows"] if r["tol_kind"] == "gap")
+    assert gap["hidden_dim"] == 2 and gap["tv"] <= 3 * gap["base_tv"]
+    assert set(out["spectra"]) == {1e-3}
