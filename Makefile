@@ -23,8 +23,13 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
+## Every benchmark, side by side with its baseline; JSON results in _build/bench/.
 bench: setup
-	$(PY) benchmarks/bench_ngrams.py
+	mkdir -p _build/bench
+	set -e; for b in ngrams modes examples isan; do \
+	  echo "== benchmarks/bench_$$b.py"; \
+	  $(PY) benchmarks/bench_$$b.py --json _build/bench/$$b.json; \
+	done
 
 clean:
 	rm -rf _build

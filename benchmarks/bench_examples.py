@@ -79,6 +79,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threshold", type=int, default=10)
     ap.add_argument("--rank", type=int, default=100)
     ap.add_argument("--counter-tokens", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs, for ours and the baseline alike")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     k, l = args.kl
@@ -92,8 +93,8 @@ def main(argv=None) -> int:
           f"threshold {args.threshold}")
 
     # 1. counting
-    t_ours, ours = best_of(lambda: em.count_sequences(tokens, k, l, offsets, V, args.threshold), 3)
-    t_scipy, (xs, ys, C) = best_of(lambda: scipy_count(tokens, offsets, k, l, V, args.threshold), 1)
+    t_ours, ours = best_of(lambda: em.count_sequences(tokens, k, l, offsets, V, args.threshold), args.repeats)
+    t_scipy, (xs, ys, C) = best_of(lambda: scipy_count(tokens, offsets, k, l, V, args.threshold), args.repeats)
     code = lambda seqs: (seqs.astype(np.int64) * (V ** np.arange(seqs.shape[1] - 1, -1, -1))).sum(1)  # noqa: E731
     agree = (np.array_equal(code(ours.prefixes), xs) and np.array_equal(code(ours.suffixes), ys)
              and (ours.counts != C).nnz == 0)

@@ -243,7 +243,8 @@ CLAIMS: list[Claim] = [
           "Chen & Murfet, Def. 3.2", "modes_language_max_violation", at_most(1e-12)),
     Claim("modes.planted-sigma", "modes",
           "A planted absolute bigram gives a singular value √q(x) and a collective one √q(S), with u = e_y and "
-          "ṽ ∝ √q on S (largest |σ − √q(S)| over the planted bigrams and (k, l)).",
+          "ṽ ∝ √q on S (largest error in σ, u or ṽ over the planted bigrams and (k, l); vectors compared as "
+          "subspaces where planted probabilities coincide).",
           "Chen & Murfet, Lemmas 5.2 and 5.6", "planted_sigma_max_error", at_most(1e-10),
           "σ = √q(x) (absolute), √q(S) (collective)"),
     Claim("modes.planted-readback", "modes",

@@ -43,7 +43,8 @@ Oracle = Callable[[Sequence[int]], np.ndarray]
 
 MAX_STRINGS = 2 ** 24   # exact enumeration of Σ^T: 2^24 float64 log-probs = 128 MiB per model
 _BLOCK_FLOATS = 2 ** 22  # working-set budget (floats) of one block in sequence_logprobs
-RANK_TOL = 1e-8          # default relative tolerance of all numerical rank decisions
+RANK_TOL = 1e-8          # default relative tolerance of the learner's rank tests (Algorithm 3)
+EXACT_RANK_TOL = 1e-9    # default relative tolerance of logit_rank and Lemma C.3 (exact models)
 
 
 # ---------------------------------------------------------------------------
@@ -66,6 +67,9 @@ def _check_shape(name, a, shape, expected):
 
 
 def _check_prefix(prefix, alphabet_size, max_len, name="prefix"):
+    if any(isinstance(z, (float, complex, np.floating, np.complexfloating)) and int(np.real(z)) != z
+           for z in prefix):
+        raise ValueError(f"{name}: tokens must be integers, got {tuple(prefix)}")
     p = tuple(int(z) for z in prefix)
     if len(p) > max_len:
         raise ValueError(f"{name}: length must be <= {max_len} (the model has T = "
@@ -325,11 +329,17 @@ def _logprobs_of(name, m, T):
 # logit matrices (Def 2.2) and rank
 # ---------------------------------------------------------------------------
 
-def logit_matrix(oracle: Oracle, histories, futures, alphabet_size: int) -> np.ndarray:
+def logit_matrix(oracle: Oracle, histories, futures, alphabet_size: int | None = None) -> np.ndarray:
     """Extended logit matrix L_M(H, F) (Def 2.2), shape (|H|, |F|·|Σ|), column f_index·|Σ| + z.
 
-    Entries are the oracle's answers as given (mean-centred for a logit oracle).
+    Entries are the oracle's answers as given (mean-centred for a logit oracle). ``alphabet_size``
+    defaults to the length of the oracle's first answer; every answer must have that length.
     """
+    histories, futures = [tuple(h) for h in histories], [tuple(f) for f in futures]
+    if alphabet_size is None:
+        if not histories or not futures:
+            raise ValueError("logit_matrix: give alphabet_size when histories or futures is empty")
+        alphabet_size = np.asarray(oracle(histories[0] + futures[0])).shape[-1]
     S = _check_positive_int("alphabet_size", alphabet_size)
     out = np.empty((len(histories), len(futures) * S))
     for i, h in enumerate(histories):
@@ -342,7 +352,7 @@ def logit_matrix(oracle: Oracle, histories, futures, alphabet_size: int) -> np.n
     return out
 
 
-def logit_rank(matrix, tol: float = 1e-9) -> int:
+def logit_rank(matrix, tol: float = EXACT_RANK_TOL) -> int:
     """Numerical rank: number of singular values > tol·σ_max (0 for the zero matrix)."""
     s = np.linalg.svd(np.atleast_2d(np.asarray(matrix, dtype=float)), compute_uv=False)
     return int(np.sum(s > tol * s[0])) if s.size and s[0] > 0 else 0
@@ -385,7 +395,7 @@ class _Memo:
 
 
 def isan_from_low_rank_oracle(oracle: Oracle, alphabet_size: int, T: int, d: int,
-                              tol: float = 1e-9, return_queries: bool = False):
+                              tol: float = EXACT_RANK_TOL, return_queries: bool = False):
     """Lemma C.3: a time-varying ISAN of hidden dim d with the same law on Σ^T as any model
     whose logit matrices L_M(Σ^t, Σ^{≤T-1-t}) have rank <= d, from logit queries only.
 
@@ -464,17 +474,22 @@ def copying_logprobs(n: int) -> np.ndarray:
     return lp
 
 
+def _check_parity(y, p: float) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size == 0 or not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"y: expected a non-empty 1-d 0/1 vector, got {y!r}")
+    if not 0 < p < 0.5:
+        raise ValueError(f"p: expected 0 < p < 1/2 (Def C.10), got {p!r}")
+    return y.astype(np.int64)
+
+
 def noisy_parity_isan(y, p: float) -> TimeVaryingISAN:
     """Fact C.11 (made explicit): hidden dim 2 exactly generating the noisy parity of Def C.10.
 
     State = one-hot of the running parity ⟨y_{1:t}, z_{1:t}⟩ mod 2; A_{z,t} swaps it iff y_t z = 1;
     B_t = 0 for t <= n; B_{n+1} = [[log(1−p), log p], [log p, log(1−p)]] so b = parity w.p. 1 − p.
     """
-    y = np.asarray(y)
-    if y.ndim != 1 or y.size == 0 or not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"y: expected a non-empty 1-d 0/1 vector, got {y!r}")
-    if not 0 < p < 0.5:
-        raise ValueError(f"p: expected 0 < p < 1/2 (Def C.10), got {p!r}")
+    y = _check_parity(y, p)
     n = y.size
     swap, eye = np.array([[0.0, 1.0], [1.0, 0.0]]), np.eye(2)
     A = np.broadcast_to(eye, (n + 1, 2, 2, 2)).copy()
@@ -488,7 +503,7 @@ def noisy_parity_isan(y, p: float) -> TimeVaryingISAN:
 
 def noisy_parity_logprobs(y, p: float) -> np.ndarray:
     """Def C.10 by definition: log Pr[(z, b)] over {0,1}^{n+1}, lexicographic."""
-    y = np.asarray(y, dtype=np.int64)
+    y = _check_parity(y, p)
     n = y.size
     check_enumerable(2, n + 1)
     Z = np.array(all_histories(2, n), dtype=np.int64).reshape(-1, n)

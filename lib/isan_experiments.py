@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.special import log_softmax
 
-from .isan import (ISAN, MAX_STRINGS, TimeVaryingISAN, _check_positive_int, _check_prefix, _logprobs_of,
+from .isan import (EXACT_RANK_TOL, ISAN, MAX_STRINGS, TimeVaryingISAN, _check_positive_int, _check_prefix, _logprobs_of,
                    all_futures, all_histories, centre, check_enumerable, isan_from_low_rank_oracle,
                    learn_from_logit_queries, logit_matrix, logit_rank, noisy_parity_isan, noisy_parity_logprobs,
                    random_isan, rare_branch_isan, time_varying_to_isan, tv_distance)
@@ -134,7 +134,7 @@ def full_logit_matrix(oracle: Callable, alphabet_size: int, T: int, t: int) -> n
                         alphabet_size)
 
 
-def rank_profile(oracle: Callable, alphabet_size: int, T: int, tol: float = 1e-9) -> list[int]:
+def rank_profile(oracle: Callable, alphabet_size: int, T: int, tol: float = EXACT_RANK_TOL) -> list[int]:
     """Numerical ranks of L_M(Σ^t, Σ^{≤T−1−t}) for t = 0..T−1."""
     return [logit_rank(full_logit_matrix(oracle, alphabet_size, T, t), tol) for t in range(T)]
 
@@ -146,7 +146,7 @@ def generic_rank(d: int, alphabet_size: int, T: int, t: int) -> int:
     return min(d, S ** t, (S - 1) * n_futures)
 
 
-def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: float = 1e-9) -> list[dict]:
+def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: float = EXACT_RANK_TOL) -> list[dict]:
     """For each (d, |Σ|, T): a random ISAN, its logit ranks (mean-centred and normalised) at
     every t against the generic prediction, the ISAN rebuilt from logit queries alone
     (Lemma C.3) and its TV, and the time-invariant ISAN of dim T·d (Fact C.2) and its TV."""
@@ -240,7 +240,7 @@ def logprob_table_oracle(logprobs, alphabet_size: int, T: int) -> Callable:
     return oracle
 
 
-def noisy_parity_table(ys, p: float, tol: float = 1e-9) -> list[dict]:
+def noisy_parity_table(ys, p: float, tol: float = EXACT_RANK_TOL) -> list[dict]:
     """Fact C.11 for each hidden vector y: TV of the dimension-2 ISAN to Def C.10, the logit
     ranks of the *definition* (through :func:`logprob_table_oracle`) at every t, and the ISAN
     of hidden dimension 1 that Lemma C.3 rebuilds from the definition's logit queries, with its TV."""

@@ -280,6 +280,22 @@ class Modes:
         """⟨f, g⟩_H = Σ_x q(x) f(x)·g(x) for f, g of shape (|Σ^k|, |Σ^l|)."""
         return float(np.einsum("x,xy,xy->", self.q_x, np.asarray(f), np.asarray(g)))
 
+    @staticmethod
+    def _indices(selection, n: int, name: str) -> np.ndarray:
+        """An index selection (int, sequence, range or boolean mask) as an int array in [0, n)."""
+        idx = np.atleast_1d(np.asarray(selection))
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise ValueError(f"{name}: a boolean mask must have length {n}, got {idx.shape}")
+            return np.flatnonzero(idx)
+        if idx.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if not np.issubdtype(idx.dtype, np.integer):
+            raise ValueError(f"{name}: expected integer indices, got dtype {idx.dtype}")
+        if idx.min() < 0 or idx.max() >= n:
+            raise IndexError(f"{name}: indices must lie in [0, {n}), got {idx.min()}..{idx.max()}")
+        return idx.astype(np.int64)
+
     # -- propensities (Def 4.9, Lemma 4.10) -------------------------------------
     def propensity(self, modes=None, histories=None) -> np.ndarray:
         """ρ_α(y|x) = σ_α u_α(y) ⟨v_α, e_x⟩_V = σ_α u_α(y) ṽ_α(x)/√q(x)  (Def 4.9).
@@ -287,8 +303,8 @@ class Modes:
         Returns shape (len(modes), len(histories), |Σ^l|); defaults: all modes, all kept
         histories. Summed over all modes it is q(y|x) (Lemma 4.10). Propensities can be negative.
         Memory is n_modes · n_histories · |Σ^l| floats: select modes/histories for big problems."""
-        a = np.arange(self.n_modes) if modes is None else np.atleast_1d(np.asarray(modes))
-        x = np.arange(self.shape[0]) if histories is None else np.atleast_1d(np.asarray(histories))
+        a = np.arange(self.n_modes) if modes is None else self._indices(modes, self.n_modes, "modes")
+        x = np.arange(self.shape[0]) if histories is None else self._indices(histories, self.shape[0], "histories")
         coef = self.v_tilde[x][:, a] / self._sqrt_q[x, None]            # ⟨v_α, e_x⟩_V, (n_x, n_a)
         return np.einsum("xa,ya->axy", coef * self.sigma[a], self.u[:, a], optimize=True)
 
@@ -324,7 +340,7 @@ class Modes:
         Entries can be negative. clip=True gives eq. (44): max(q̃, 0) renormalised per row;
         a row with no positive entry (possible for small χ) becomes uniform, with a warning."""
         chi = self._check_chi(chi)
-        x = np.arange(self.shape[0]) if histories is None else np.atleast_1d(np.asarray(histories))
+        x = np.arange(self.shape[0]) if histories is None else self._indices(histories, self.shape[0], "histories")
         coef = self.v_tilde[x, :chi] * self.sigma[:chi] / self._sqrt_q[x, None]
         p = coef @ self.u[:, :chi].T
         if clip:
@@ -352,6 +368,10 @@ class Modes:
         if p.shape != self.shape:
             raise ValueError(f"p must have shape {self.shape} (kept rows) or ({self.n_rows_in}, {self.shape[1]}), "
                              f"got {p.shape}")
+        rows = np.asarray(p.sum(axis=1)).ravel()
+        if np.abs(rows - 1).max() > 1e-6 or (p.min() if p.size else 0) < 0:
+            raise ValueError("p must be a conditional distribution: rows non-negative and summing to 1 "
+                             f"(largest |row sum − 1| {np.abs(rows - 1).max():.2g}, smallest entry {p.min():.2g})")
         if J is not None:
             x, y, qxy = J.row, J.col, J.data
         else:
@@ -488,7 +508,7 @@ class Modes:
     def features(self, modes=None) -> np.ndarray:
         """The right singular functions φ_α(x) = ⟨v_α, e_x⟩_V = ṽ_α(x)/√q(x), shape (|Σ^k|, n):
         the features through which mode α reads a history (orthonormal in L²(Σ^k, q))."""
-        a = np.arange(self.n_modes) if modes is None else np.atleast_1d(np.asarray(modes))
+        a = np.arange(self.n_modes) if modes is None else self._indices(modes, self.n_modes, "modes")
         return self.v_tilde[:, a] / self._sqrt_q[:, None]
 
     def mutual_information(self) -> float:
@@ -612,8 +632,12 @@ class Modes:
         eq. 44) for each χ (default 0..n_modes), with the unclipped truncation's negative mass."""
         chis = list(range(self.n_modes + 1)) if chis is None else [self._check_chi(c) for c in chis]
         kl_eff, kl_naive, neg, infos = [], [], [], []
+        solved = {}  # effective() caps χ at the rank: every χ >= rank is one and the same problem
         for chi in chis:
-            p, info = self.effective(chi, return_info=True)
+            key = min(chi, self.rank)
+            if key not in solved:
+                solved[key] = self.effective(chi, return_info=True)[1]
+            info = solved[key]
             kl_eff.append(info.kl)
             infos.append(info)
             with warnings.catch_warnings():
@@ -657,15 +681,18 @@ class TruncationCurve:
 # Comparing modes: planted predictions, principal angles, history lengths
 # ---------------------------------------------------------------------------
 
-def planted_mode_errors(modes: Modes, predicted) -> list[dict]:
+def planted_mode_errors(modes: Modes, predicted, cluster_rtol: float = 1e-9) -> list[dict]:
     """Match each predicted mode (``lib.languages.PredictedMode``: σ = √q(S), ṽ ∝ √q on S, u = e_y)
     to the computed mode with the nearest singular value; report the errors.
 
     Keys: ``kind``, ``index`` (computed mode), ``sigma`` (predicted), ``q_S`` (= σ² predicted),
-    ``sigma_error`` |σ_computed − σ|, ``gap`` (distance to the next-nearest computed σ: the
-    vectors are determined only if it is > 0), ``u_error``, ``v_error`` (max entry errors of
-    u_α and ṽ_α; the sign convention makes u = +e_y), ``pair_error`` max(|Mṽ − σu|, |Mᵀu − σṽ|)
-    for the predicted vectors (an exact singular triple regardless of degeneracy)."""
+    ``sigma_error`` |σ_computed − σ|, ``gap`` (distance to the next-nearest computed σ),
+    ``cluster`` (number of computed σ within ``cluster_rtol``·σ_0 of the prediction: where it is
+    > 1, e.g. two planted bigrams of equal q(S), single singular vectors are not determined),
+    ``u_error``, ``v_error`` (largest entry of the predicted u, ṽ minus its projection onto the
+    computed singular subspace of that cluster: sign- and rotation-invariant), ``pair_error``
+    max(|Mṽ − σu|, |Mᵀu − σṽ|) for the predicted vectors (an exact singular triple regardless of
+    degeneracy)."""
     M = modes.matrix
     M = M.toarray() if sp.issparse(M) else M
     out = []
@@ -679,10 +706,12 @@ def planted_mode_errors(modes: Modes, predicted) -> list[dict]:
         dist = np.abs(modes.sigma - pm.sigma)
         i = int(np.argmin(dist))
         gap = float(np.sort(dist)[1]) if len(dist) > 1 else np.inf
+        C = np.union1d(np.flatnonzero(dist <= cluster_rtol * modes.sigma[0]), [i])
+        Uc, Vc = modes.u[:, C], modes.v_tilde[:, C]
         out.append(dict(kind=pm.kind, index=i, sigma=float(pm.sigma), q_S=float(pm.q_rows.sum()),
-                        sigma_error=float(dist[i]), gap=gap,
-                        u_error=float(np.abs(modes.u[:, i] - u).max()),
-                        v_error=float(np.abs(modes.v_tilde[:, i] - vt).max()),
+                        sigma_error=float(dist[i]), gap=gap, cluster=len(C),
+                        u_error=float(np.abs(u - Uc @ (Uc.T @ u)).max()),
+                        v_error=float(np.abs(vt - Vc @ (Vc.T @ vt)).max()),
                         pair_error=float(max(np.abs(M @ vt - pm.sigma * u).max(),
                                              np.abs(M.T @ u - pm.sigma * vt).max()))))
     return out

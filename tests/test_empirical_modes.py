@@ -350,11 +350,25 @@ def test_degenerate_planted_value_is_handled():
     assert max(c.other_propensity_max for c in checks) < 1e-10
 
 
+def test_nearly_equal_planted_values_are_still_exact():
+    """Two exact bigrams whose σ differ by ~1e-9 (one cluster, not one value): the lemmas hold
+    exactly, so every error is round-off, not the size of the split."""
+    from lib.languages import plant_bigrams
+
+    lang = plant_bigrams(1, 1, background=3, absolute=(0.04, 0.04 + 2e-10), collective=(), rng=1)
+    checks = em.check_bigram_modes(lang, 1, 1)
+    assert max(c.cluster for c in checks) == 2
+    for c in checks:
+        assert c.violation == 0 and c.vector_error < 1e-12
+        assert c.own_propensity_error < 1e-12 and c.other_propensity_max < 1e-12
+
+
 def test_noise_breaks_the_lemmas_measurably():
     lang = planted_language(1, 1, background_size=3, noise=0.05, rng=5)
     checks = em.check_bigram_modes(lang, 1, 1)
     assert all(c.violation == pytest.approx(0.05) for c in checks)
     assert all(c.residual > 1e-4 for c in checks)
+    assert all(c.own_propensity_error > 1e-3 and c.other_propensity_max > 1e-4 for c in checks)
 
 
 def test_planted_lemma_study_rows():

@@ -81,6 +81,7 @@ def test_logit_matrix_layout_and_helpers():
     assert L.shape == (9, 12)
     for i, j, z in [(0, 0, 0), (5, 2, 1), (8, 3, 2)]:
         assert L[i, j * 3 + z] == pytest.approx(m.next_logits(H[i] + F[j])[z], abs=1e-14)
+    assert np.array_equal(logit_matrix(m.next_logits, H, F), L)  # |Σ| read off the oracle's answers
     assert logit_rank(np.zeros((3, 3))) == 0
     assert logit_rank(np.diag([1.0, 1e-3, 1e-12]), tol=1e-9) == 2
 
@@ -316,12 +317,19 @@ def test_validation_errors_name_the_argument():
         m.next_logits((0, 1, 0))
     with pytest.raises(ValueError, match="prefix: tokens must lie in"):
         m.next_logits((2,))
+    with pytest.raises(ValueError, match="prefix: tokens must be integers"):
+        m.next_logits((1.7,))
+    assert np.array_equal(m.next_logits((1.0,)), m.next_logits((1,)))
     with pytest.raises(ValueError, match=r"A: expected a 3-d array"):
         ISAN(x0, A, B)
     with pytest.raises(ValueError, match="p: expected 0 < p < 1/2"):
         noisy_parity_isan([1, 0], 0.7)
     with pytest.raises(ValueError, match="y: expected"):
         noisy_parity_isan([2, 0], 0.1)
+    with pytest.raises(ValueError, match="y: expected"):
+        isan.noisy_parity_logprobs([1, 2], 0.1)
+    with pytest.raises(ValueError, match="p: expected 0 < p < 1/2"):
+        isan.noisy_parity_logprobs([1, 0], 0.7)
     with pytest.raises(ValueError, match="eps: expected"):
         learn_from_logit_queries(m.next_logits, 2, 3, 1.5, np.random.default_rng(0))
     with pytest.raises(ValueError, match="oracle: expected logits of shape"):

@@ -228,7 +228,17 @@ def test_input_validation(markov):
         Modes.from_joint(J, zero_rows="ignore")
     with pytest.raises(ValueError, match="p must have shape"):
         markov.kl_to(np.ones((2, 2)))
-    assert markov.kl_to(np.where(markov.conditional > 0, 0.0, 1.0)) == np.inf
+    point = np.zeros(markov.shape)
+    point[:, 0] = 1.0                       # a distribution with p(y|x) = 0 where q(xy) > 0
+    assert markov.kl_to(point) == np.inf
+    with pytest.raises(ValueError, match="conditional distribution"):
+        markov.kl_to(np.ones(markov.shape))
+    with pytest.raises(ValueError, match="conditional distribution"):
+        markov.kl_to(np.where(np.eye(*markov.shape) > 0, 1.5, -0.5 / (markov.shape[1] - 1)))
+    assert markov.propensity(modes=[]).shape == (0, *markov.shape) and markov.features(range(0)).shape[1] == 0
+    assert markov.family_residual(markov.effective(0), 0) < 1e-9
+    with pytest.raises(IndexError, match="modes"):
+        markov.propensity(modes=[-1])
     for chi in (-1, markov.n_modes + 1, 1.5, True):
         with pytest.raises(ValueError, match="chi"):
             markov.effective(chi)
@@ -319,6 +329,11 @@ def test_api_on_fresh_planted_language_and_random_chain():
     found = planted_mode_errors(m, lang.predicted_modes())
     assert [f["kind"] for f in found] == ["absolute", "absolute", "collective"]
     assert np.allclose([m.sigma[f["index"]] for f in found], [0.3, 0.15, 0.1 * np.sqrt(2.5)], atol=1e-12, rtol=0)
+    assert max(max(f["sigma_error"], f["u_error"], f["v_error"], f["pair_error"]) for f in found) < 1e-10
+    # two planted bigrams of equal q(S): one repeated σ, whose singular vectors are a subspace
+    twin = L.plant_bigrams(2, 1, 3, absolute=(0.05,), collective=((0.03, 0.02),), rng=0)
+    found = planted_mode_errors(Modes.from_joint(twin.joint(2, 1), zero_rows="drop"), twin.predicted_modes())
+    assert [f["cluster"] for f in found] == [2, 2]
     assert max(max(f["sigma_error"], f["u_error"], f["v_error"], f["pair_error"]) for f in found) < 1e-10
     chain = Modes.from_joint(L.random_markov_chain(4, 1, rng=12).joint(2, 1))
     assert chain.rank == 4
