@@ -12,7 +12,9 @@ number of (k+l)-gram occurrences gives the empirical joint distribution q(xy);
 its row sums are q(x), and q(y|x) = q(xy) / q(x) is the conditional operator
 of Chen & Murfet (arXiv:2504.18048, §4).
 
-Everything is array operations (no Python loop per token):
+Everything is array operations (no Python loop per token); the one large sort
+is done by polars (a parallel radix sort, several times faster than np.sort on
+int64 keys), with np.sort as the fallback when polars is not installed:
 
 1. the valid windows are those that end inside the document they start in;
 2. each window of width n = k + l is encoded as one integer in base V
@@ -43,6 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
+_DENSE_RANK_SIZE = 2 ** 24  # value ranges up to this size are ranked through a dense table
 
 
 # ---------------------------------------------------------------------------
@@ -211,6 +214,17 @@ def _window_columns(tokens: np.ndarray, width: int, offsets: np.ndarray | None) 
     return [tokens[starts + j] for j in range(width)]
 
 
+def _inside_documents(n_tokens: int, width: int, offsets: np.ndarray) -> np.ndarray:
+    """Mask over all n_tokens - width + 1 window starts: True where the window lies inside one
+    document (it does not cross any start offsets[i] > 0)."""
+    W = max(n_tokens - width + 1, 0)
+    cuts = offsets[offsets > 0]
+    crossing = (cuts[:, None] - np.arange(1, width)).ravel()  # starts s with s < cut <= s + width - 1
+    inside = np.ones(W, dtype=bool)
+    inside[crossing[(crossing >= 0) & (crossing < W)]] = False
+    return inside
+
+
 def _fits_int64(V: int, width: int) -> bool:
     return V ** width - 1 <= _INT64_MAX  # Python ints: no overflow
 
@@ -236,6 +250,16 @@ def _decode(codes: np.ndarray, V: int, width: int) -> np.ndarray:
     return digits.T
 
 
+def sort_int64(values: np.ndarray) -> np.ndarray:
+    """The int64 array sorted ascending (a new array): polars' multi-threaded sort where
+    polars is installed, else np.sort. Used for the one large sort of every count."""
+    try:
+        import polars as pl
+    except ImportError:  # pragma: no cover - polars is pinned in requirements.txt
+        return np.sort(values)
+    return pl.Series(values, dtype=pl.Int64).sort().to_numpy(writable=True)
+
+
 def _index_dtype(n: int):
     """int32 where it suffices: halves memory traffic, and is what scipy.sparse uses."""
     return np.int32 if n <= np.iinfo(np.int32).max else np.int64
@@ -244,11 +268,12 @@ def _index_dtype(n: int):
 def _ranks(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(values, return_inverse=True) for int64 values in [0, size), faster.
 
-    Small range (e.g. l = 1, size = V): mark the values seen in a dense table.
-    Otherwise, if size * G fits in int64, sort the packed keys value * G + position:
-    a plain (SIMD) int64 sort, several times faster than the argsort in np.unique."""
+    Small range (size <= max(4G, 2^24), e.g. l = 1 or l = 2 with V <= 4096): mark the values
+    seen in a dense table (at most ~80 MB). Otherwise, if size * G fits in int64, sort the
+    packed keys value * G + position: a plain int64 sort, several times faster than the
+    argsort in np.unique."""
     G = len(values)
-    if size <= 4 * G + 1024:
+    if size <= max(4 * G + 1024, _DENSE_RANK_SIZE):
         seen = np.zeros(size, dtype=bool)
         seen[values] = True
         uniq = np.flatnonzero(seen)
@@ -260,7 +285,7 @@ def _ranks(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         return uniq, inverse.reshape(-1)
     packed = values * G
     packed += np.arange(G)
-    packed.sort()
+    packed = sort_int64(packed)
     sorted_values = packed // G
     packed -= sorted_values * G  # now the original position of each sorted value
     new = np.empty(G, dtype=bool)
@@ -277,16 +302,22 @@ def _distinct_windows(tokens, width, offsets, V, use_codes=None):
     Returns (keys, counts, coded): keys are the distinct windows in lexicographic
     order, as base-V codes (G,) if coded, else as rows (G, width); counts (G,) int64.
     use_codes=None picks codes whenever V**width fits in int64."""
-    cols = _window_columns(tokens, width, offsets)
     if use_codes is None:
         use_codes = _fits_int64(V, width)
     if use_codes:
-        codes = _encode(cols, V)
-        codes.sort()  # in place; np.unique would sort a copy
-        first = np.flatnonzero(np.r_[len(codes) > 0, codes[1:] != codes[:-1]])
+        # encode every window of the stream (column views, no gather), then drop those that cross
+        # a document start: cheaper than gathering the valid windows column by column
+        codes = _encode(_window_columns(tokens, width, None), V)
+        if offsets is not None:
+            codes = codes[_inside_documents(len(tokens), width, offsets)]
+        codes = sort_int64(codes)
+        new = np.empty(len(codes), dtype=bool)  # run starts of the sorted codes
+        new[:1] = True
+        np.not_equal(codes[1:], codes[:-1], out=new[1:])
+        first = np.flatnonzero(new)
         keys, counts = codes[first], np.diff(first, append=len(codes))
     else:
-        windows = np.stack(cols, axis=1)
+        windows = np.stack(_window_columns(tokens, width, offsets), axis=1)
         keys, counts = np.unique(windows, axis=0, return_counts=True)
         keys = keys.reshape(-1, width).astype(np.int64, copy=False)
     return keys, counts.astype(np.int64, copy=False), use_codes

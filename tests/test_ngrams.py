@@ -206,11 +206,12 @@ def test_large_token_ids_use_fallback_and_are_exact():
 
 @pytest.mark.parametrize("k,l,vocab", [(1, 2, 200), (2, 2, 150), (1, 3, 40)])
 def test_wide_suffix_range_uses_packed_sort_and_is_exact(k, l, vocab):
-    """vocab**l much larger than the number of distinct grams: the sort branch of _ranks."""
+    """vocab**l much larger than the number of distinct grams: the dense table of _ranks for
+    vocab**l <= 2^24, and its packed-sort branch once vocab_size = 2^40 widens the range."""
     t = random_stream(seed=vocab, n=3000, vocab=vocab)
     offsets = [0, 1000, 1001, 2500]
     nc = count_ngrams(t, k, l, doc_offsets=offsets)
-    assert vocab ** l > 4 * nc.counts.nnz + 1024
+    assert vocab ** l > 4 * nc.counts.nnz + 1024 and (2 ** 40) ** l > ng._DENSE_RANK_SIZE
     check_structure(nc, k, l)
     assert as_dict(nc) == naive_ngrams(t, k + l, offsets)
     assert_identical(nc, count_ngrams(t, k, l, doc_offsets=offsets, vocab_size=2 ** 40))
