@@ -579,11 +579,13 @@ def load_corpus(source: str | os.PathLike = "default", **options) -> Corpus:
     if isinstance(source, os.PathLike):
         path = Path(source)
         if not path.exists():
-            raise SourceNotFound(f"parameter 'source' is the path {str(path)!r}, which does not exist. {_sources_help()}")
+            raise SourceNotFound(f"parameter 'source' (a chapter's 'corpus') is the path {str(path)!r}, "
+                                 f"which does not exist. {_sources_help()}")
         _no_options(str(path), options)
         return load_path_corpus(path)
     if not isinstance(source, str):
-        raise ValueError(f"parameter 'source' must be a string or a path; got {type(source).__name__}. {_sources_help()}")
+        raise ValueError(f"parameter 'source' (a chapter's 'corpus') must be a string or a path; "
+                         f"got {type(source).__name__}. {_sources_help()}")
     if source in _REGISTRY:
         corpus = _REGISTRY[source][0](**options)
         if not isinstance(corpus, Corpus):
@@ -600,10 +602,10 @@ def load_corpus(source: str | os.PathLike = "default", **options) -> Corpus:
         _no_options(source, options)
         return load_path_corpus(path)
     if _looks_like_path(source):
-        raise SourceNotFound(f"parameter 'source' is {source!r}, which looks like a path but does not exist "
-                             f"(resolved: {str(path.resolve())!r}). {_sources_help()}")
-    raise ValueError(f"parameter 'source' is {source!r}: not a known source name, an existing path, or 'hf:<dataset>'. "
-                     f"{_sources_help()}")
+        raise SourceNotFound(f"parameter 'source' (a chapter's 'corpus') {source!r} looks like a path but "
+                             f"does not exist (resolved: {str(path.resolve())!r}). {_sources_help()}")
+    raise ValueError(f"parameter 'source' (a chapter's 'corpus') {source!r} is not a known source name, "
+                     f"an existing path, or 'hf:<dataset>'. {_sources_help()}")
 
 
 __all__ = ["Corpus", "CorpusUnavailable", "SourceNotFound", "load_corpus", "load_path_corpus", "load_hf_corpus",
