@@ -453,8 +453,9 @@ class BigramModeCheck:
                   when the spectrum is degenerate: then any rotation inside the cluster is an
                   equally valid SVD, and the one aligned with the prediction is used below)
     sigma_error : min_β |σ_β − √q(S)|
-    u_error, v_error : distance of e_y (resp. ṽ_S) from the cluster's left (right) singular subspace
-    residual    : max(‖M ṽ_S − σ e_y‖, ‖Mᵀ e_y − σ ṽ_S‖), the defining equations of a singular triple
+    u_error, v_error : largest entry of e_y (resp. ṽ_S) minus its projection on the cluster's left
+                  (right) singular subspace
+    residual    : largest entry of M ṽ_S − σ e_y and Mᵀ e_y − σ ṽ_S (the singular-triple equations)
     own_propensity_error : max_{x', y'} |ρ_α(y'|x') − 1[x' ∈ S, y' = y]|  (Remark 5.3)
     other_propensity_max : max over modes β ≠ α of |ρ_β(y'|x)| (x ∈ S, any y') and of |ρ_β(y|x')|
                            (any x'): no other mode predicts anything from S, or y from anything
@@ -482,44 +483,26 @@ class BigramModeCheck:
 
 def check_bigram_modes(lang, k: int, l: int, modes=None, tol: float = 1e-9) -> list[BigramModeCheck]:
     """Compare the modes that ``lang.predicted_modes()`` (a ``PlantedLanguage``) predicts for
-    joint(k, l) with a dense SVD (``lib.modes.Modes.from_joint``; pass ``modes`` to reuse one)."""
+    joint(k, l) with a dense SVD (``lib.modes.Modes.from_joint``; pass ``modes`` to reuse one).
+    σ and vector errors come from ``lib.modes.planted_mode_errors``; this adds the propensities."""
     from .languages import bigram_violation
-    from .modes import Modes
+    from .modes import Modes, planted_mode_errors
 
     joint = lang.joint(k, l)
     if modes is None:
         modes = Modes.from_joint(joint, zero_rows="drop")
-    pos = np.full(modes.n_rows_in, -1)
-    pos[modes.rows] = np.arange(len(modes.rows))
     n_x, n_y = modes.shape
     sqrt_q = np.sqrt(modes.q_x)
     M = np.asarray(modes.matrix)
-    sig = modes.sigma
+    predicted = lang.predicted_modes()
     out = []
-    for p in lang.predicted_modes():
-        S = pos[np.asarray(p.rows)]
-        if np.any(S < 0):
-            raise ValueError("a planted history has q(x) = 0; is (k, l) the language's own?")
+    for p, f in zip(predicted, planted_mode_errors(modes, predicted, cluster_rtol=tol)):
+        S, C = f["rows"], f["cluster_modes"]
         u_ref = np.zeros(n_y)
         u_ref[p.col] = 1.0
-        v_ref = np.zeros(n_x)
-        v_ref[S] = np.sqrt(p.q_rows / p.q_rows.sum())
-        C = np.flatnonzero(np.abs(sig - p.sigma) <= tol * sig[0])
-        a = int(np.argmin(np.abs(sig - p.sigma)))
-        if C.size == 0:
-            C = np.array([a])
-        Uc, Vc = modes.u[:, C], modes.v_tilde[:, C]
-        # rotate inside the cluster so that its first pair is the one closest to the prediction
-        c = Uc.T @ u_ref
-        if np.linalg.norm(c) > 0:
-            Q, _ = np.linalg.qr(np.column_stack([c / np.linalg.norm(c), np.eye(len(C))]))
-            Q = Q[:, :len(C)] * (np.sign(Q[:, 0] @ c) or 1.0)
-            Uc, Vc = Uc @ Q, Vc @ Q
-        u_a = Uc[:, 0]
-        u_err = float(np.linalg.norm(u_ref - modes.u[:, C] @ (modes.u[:, C].T @ u_ref)))
-        v_err = float(np.linalg.norm(v_ref - modes.v_tilde[:, C] @ (modes.v_tilde[:, C].T @ v_ref)))
-        residual = max(float(np.linalg.norm(M @ v_ref - p.sigma * u_ref)),
-                       float(np.linalg.norm(M.T @ u_ref - p.sigma * v_ref)))
+        # the unit vector of the cluster's left singular subspace closest to the prediction e_y
+        c = modes.u[:, C].T @ u_ref
+        u_a = modes.u[:, C] @ c / np.linalg.norm(c) if np.linalg.norm(c) > 0 else modes.u[:, f["index"]]
         # Propensities of the bigram's mode and of all the others, as operators: the mode's part
         # of M is u_a u_aᵀ M and the others' is (I − u_a u_aᵀ) M. This equals σ_a u_a ṽ_aᵀ and the
         # sum over the other modes when σ_a is isolated, and stays exact inside a cluster of nearly
@@ -530,9 +513,11 @@ def check_bigram_modes(lang, k: int, l: int, modes=None, tol: float = 1e-9) -> l
         target[S, p.col] = 1.0
         rho_other = (M - np.outer(u_a, row)).T / sqrt_q[:, None]
         from_S, to_y = float(np.abs(rho_other[S]).max()), float(np.abs(rho_other[:, p.col]).max())
+        a = f["index"]
         out.append(BigramModeCheck(
-            p.kind, len(S), a, len(C), p.sigma, float(sig[a]), abs(float(sig[a]) - p.sigma), u_err, v_err, residual,
-            float(np.abs(rho_own - target).max()), max(from_S, to_y), bigram_violation(joint, p.rows, p.col)))
+            p.kind, len(S), a, len(C), p.sigma, float(modes.sigma[a]), f["sigma_error"], f["u_error"], f["v_error"],
+            f["pair_error"], float(np.abs(rho_own - target).max()), max(from_S, to_y),
+            bigram_violation(joint, p.rows, p.col)))
     return out
 
 

@@ -689,6 +689,7 @@ def planted_mode_errors(modes: Modes, predicted, cluster_rtol: float = 1e-9) -> 
     ``sigma_error`` |σ_computed − σ|, ``gap`` (distance to the next-nearest computed σ),
     ``cluster`` (number of computed σ within ``cluster_rtol``·σ_0 of the prediction: where it is
     > 1, e.g. two planted bigrams of equal q(S), single singular vectors are not determined),
+    ``cluster_modes`` (their indices), ``rows`` (the planted histories' rows in ``modes``),
     ``u_error``, ``v_error`` (largest entry of the predicted u, ṽ minus its projection onto the
     computed singular subspace of that cluster: sign- and rotation-invariant), ``pair_error``
     max(|Mṽ − σu|, |Mᵀu − σṽ|) for the predicted vectors (an exact singular triple regardless of
@@ -709,7 +710,7 @@ def planted_mode_errors(modes: Modes, predicted, cluster_rtol: float = 1e-9) -> 
         C = np.union1d(np.flatnonzero(dist <= cluster_rtol * modes.sigma[0]), [i])
         Uc, Vc = modes.u[:, C], modes.v_tilde[:, C]
         out.append(dict(kind=pm.kind, index=i, sigma=float(pm.sigma), q_S=float(pm.q_rows.sum()),
-                        sigma_error=float(dist[i]), gap=gap, cluster=len(C),
+                        sigma_error=float(dist[i]), gap=gap, cluster=len(C), cluster_modes=C, rows=rows,
                         u_error=float(np.abs(u - Uc @ (Uc.T @ u)).max()),
                         v_error=float(np.abs(vt - Vc @ (Vc.T @ vt)).max()),
                         pair_error=float(max(np.abs(M @ vt - pm.sigma * u).max(),
