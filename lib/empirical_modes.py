@@ -498,10 +498,8 @@ def check_bigram_modes(lang, k: int, l: int, modes=None, tol: float = 1e-9) -> l
     out = []
     for p, f in zip(predicted, planted_mode_errors(modes, predicted, cluster_rtol=tol)):
         S, C = f["rows"], f["cluster_modes"]
-        u_ref = np.zeros(n_y)
-        u_ref[p.col] = 1.0
         # the unit vector of the cluster's left singular subspace closest to the prediction e_y
-        c = modes.u[:, C].T @ u_ref
+        c = modes.u[p.col, C]
         u_a = modes.u[:, C] @ c / np.linalg.norm(c) if np.linalg.norm(c) > 0 else modes.u[:, f["index"]]
         # Propensities of the bigram's mode and of all the others, as operators: the mode's part
         # of M is u_a u_aᵀ M and the others' is (I − u_a u_aᵀ) M. This equals σ_a u_a ṽ_aᵀ and the

@@ -67,10 +67,9 @@ def _check_shape(name, a, shape, expected):
 
 
 def _check_prefix(prefix, alphabet_size, max_len, name="prefix"):
-    if any(isinstance(z, (float, complex, np.floating, np.complexfloating)) and int(np.real(z)) != z
-           for z in prefix):
+    p = tuple(map(int, prefix))
+    if p != tuple(prefix):  # int() truncated a non-integer token such as 1.7
         raise ValueError(f"{name}: tokens must be integers, got {tuple(prefix)}")
-    p = tuple(int(z) for z in prefix)
     if len(p) > max_len:
         raise ValueError(f"{name}: length must be <= {max_len} (the model has T = "
                          f"{max_len + 1} tokens), got length {len(p)}")

@@ -282,7 +282,9 @@ class Modes:
 
     @staticmethod
     def _indices(selection, n: int, name: str) -> np.ndarray:
-        """An index selection (int, sequence, range or boolean mask) as an int array in [0, n)."""
+        """An index selection (None: all, int, sequence, range or boolean mask) as an int array in [0, n)."""
+        if selection is None:
+            return np.arange(n)
         idx = np.atleast_1d(np.asarray(selection))
         if idx.dtype == bool:
             if idx.shape != (n,):
@@ -303,8 +305,8 @@ class Modes:
         Returns shape (len(modes), len(histories), |Σ^l|); defaults: all modes, all kept
         histories. Summed over all modes it is q(y|x) (Lemma 4.10). Propensities can be negative.
         Memory is n_modes · n_histories · |Σ^l| floats: select modes/histories for big problems."""
-        a = np.arange(self.n_modes) if modes is None else self._indices(modes, self.n_modes, "modes")
-        x = np.arange(self.shape[0]) if histories is None else self._indices(histories, self.shape[0], "histories")
+        a = self._indices(modes, self.n_modes, "modes")
+        x = self._indices(histories, self.shape[0], "histories")
         coef = self.v_tilde[x][:, a] / self._sqrt_q[x, None]            # ⟨v_α, e_x⟩_V, (n_x, n_a)
         return np.einsum("xa,ya->axy", coef * self.sigma[a], self.u[:, a], optimize=True)
 
@@ -340,7 +342,7 @@ class Modes:
         Entries can be negative. clip=True gives eq. (44): max(q̃, 0) renormalised per row;
         a row with no positive entry (possible for small χ) becomes uniform, with a warning."""
         chi = self._check_chi(chi)
-        x = np.arange(self.shape[0]) if histories is None else self._indices(histories, self.shape[0], "histories")
+        x = self._indices(histories, self.shape[0], "histories")
         coef = self.v_tilde[x, :chi] * self.sigma[:chi] / self._sqrt_q[x, None]
         p = coef @ self.u[:, :chi].T
         if clip:
@@ -508,7 +510,7 @@ class Modes:
     def features(self, modes=None) -> np.ndarray:
         """The right singular functions φ_α(x) = ⟨v_α, e_x⟩_V = ṽ_α(x)/√q(x), shape (|Σ^k|, n):
         the features through which mode α reads a history (orthonormal in L²(Σ^k, q))."""
-        a = np.arange(self.n_modes) if modes is None else self._indices(modes, self.n_modes, "modes")
+        a = self._indices(modes, self.n_modes, "modes")
         return self.v_tilde[:, a] / self._sqrt_q[:, None]
 
     def mutual_information(self) -> float:

@@ -260,6 +260,14 @@ def sort_int64(values: np.ndarray) -> np.ndarray:
     return pl.Series(values, dtype=pl.Int64).sort().to_numpy(writable=True)
 
 
+def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Boolean mask of the first element of each run of equal values in a sorted 1-D array."""
+    new = np.empty(len(sorted_values), dtype=bool)
+    new[:1] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=new[1:])
+    return new
+
+
 def _index_dtype(n: int):
     """int32 where it suffices: halves memory traffic, and is what scipy.sparse uses."""
     return np.int32 if n <= np.iinfo(np.int32).max else np.int64
@@ -288,9 +296,7 @@ def _ranks(values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     packed = sort_int64(packed)
     sorted_values = packed // G
     packed -= sorted_values * G  # now the original position of each sorted value
-    new = np.empty(G, dtype=bool)
-    new[:1] = True
-    np.not_equal(sorted_values[1:], sorted_values[:-1], out=new[1:])
+    new = _run_starts(sorted_values)
     inverse = np.empty(G, dtype=_index_dtype(G))
     inverse[packed] = np.cumsum(new, dtype=inverse.dtype) - 1
     return sorted_values[new], inverse
@@ -311,10 +317,7 @@ def _distinct_windows(tokens, width, offsets, V, use_codes=None):
         if offsets is not None:
             codes = codes[_inside_documents(len(tokens), width, offsets)]
         codes = sort_int64(codes)
-        new = np.empty(len(codes), dtype=bool)  # run starts of the sorted codes
-        new[:1] = True
-        np.not_equal(codes[1:], codes[:-1], out=new[1:])
-        first = np.flatnonzero(new)
+        first = np.flatnonzero(_run_starts(codes))
         keys, counts = codes[first], np.diff(first, append=len(codes))
     else:
         windows = np.stack(_window_columns(tokens, width, offsets), axis=1)
@@ -332,11 +335,10 @@ def _split(keys, counts, k, l, V, coded):
     if coded:
         pre = keys // V ** l  # code of the prefix x
         suf = np.subtract(keys, pre * V ** l, out=keys)  # code of the suffix y (keys is ours)
-        changed = pre[1:] != pre[:-1]
+        row_start = np.flatnonzero(_run_starts(pre))  # first gram of each prefix
     else:
         pre, suf = keys[:, :k], keys[:, k:]
-        changed = np.any(pre[1:] != pre[:-1], axis=1)
-    row_start = np.flatnonzero(np.r_[G > 0, changed])  # first gram of each prefix
+        row_start = np.flatnonzero(np.r_[G > 0, np.any(pre[1:] != pre[:-1], axis=1)])
     prefixes = pre[row_start]
     if coded:
         suffixes, col = _ranks(suf, V ** l)
