@@ -1,6 +1,7 @@
 # The two commands of the README: `make book` and `make test`. Both set everything up first.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+BOOK := $(VENV)/bin/lowrank-book
 STAMP := $(VENV)/.installed
 
 .PHONY: setup book test test-fast bench clean
@@ -13,7 +14,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml scripts/setup.sh
 
 ## Execute every chapter (ci profile by default; PROFILE=paper for the papers' scale) and build the HTML.
 book: setup
-	$(PY) -m lib.run --all --profile $(or $(PROFILE),ci) --build
+	$(BOOK) run --all --profile $(or $(PROFILE),ci) --build
 
 ## Unit tests, every chapter in the ci profile with its claims, and the book build.
 test: setup

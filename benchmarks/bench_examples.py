@@ -10,7 +10,7 @@ times (documents kept apart) so that the stream has at least 10^7 tokens.
    paper's thresholds), best of 3, against
    * a plain numpy/scipy count: window codes for x and y, ``np.unique`` for the row and column
      indices, ``scipy.sparse.coo_matrix(...).tocsr()`` to sum duplicates, the same thresholds;
-   * the pure-Python ``collections.Counter`` (``lib.ngrams.count_ngrams_counter``) on the first
+   * the pure-Python ``collections.Counter`` (``lib.text.ngrams.count_ngrams_counter``) on the first
      ``--counter-tokens`` tokens (it is far too slow for the whole stream), as tokens per second.
    The scipy result must equal ours exactly.
 2. The top-``--rank`` SVD of the chapter's largest matrix — the paper's P at (2, 2), threshold 10,
@@ -35,9 +35,9 @@ import scipy  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 import scipy.sparse.linalg as spla  # noqa: E402
 
-from lib.timing import best_of  # noqa: E402
+from lib.book.timing import best_of  # noqa: E402
 from lib import empirical_modes as em  # noqa: E402
-from lib.ngrams import count_ngrams_counter  # noqa: E402
+from lib.text.ngrams import count_ngrams_counter  # noqa: E402
 
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, for `
 
 import numpy as np  # noqa: E402
 
-from lib.timing import best_of  # noqa: E402
+from lib.book.timing import best_of  # noqa: E402
 from lib.isan import learn_from_logit_queries, random_isan, tv_distance  # noqa: E402
 
 

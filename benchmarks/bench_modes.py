@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # repo root, for `lib`
 
-from lib.timing import best_of  # noqa: E402
+from lib.book.timing import best_of  # noqa: E402
 
 
 def timed(fn):

@@ -1,4 +1,4 @@
-"""Benchmark lib.ngrams.count_ngrams (vectorised) against the Counter baseline.
+"""Benchmark lib.text.ngrams.count_ngrams (vectorised) against the Counter baseline.
 
     python benchmarks/bench_ngrams.py [--tokens N] [--vocab V] [--seed S]
                                       [--large N2] [--min-ratio R] [--json PATH]
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, for `
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
-from lib.timing import best_of  # noqa: E402
-from lib.ngrams import count_ngrams, count_ngrams_counter  # noqa: E402
+from lib.book.timing import best_of  # noqa: E402
+from lib.text.ngrams import count_ngrams, count_ngrams_counter  # noqa: E402
 
 CASES = [(2, 1), (2, 2), (3, 1)]
 

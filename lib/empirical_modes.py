@@ -58,7 +58,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .ngrams import count_ngrams
+from .text.ngrams import count_ngrams
 
 RANDOMIZED_ABOVE = 5000      # the paper's rule: randomized SVD when min(shape) > 5000
 SMOOTHINGS = ("observed", "full", "none")
@@ -752,8 +752,7 @@ def random_overlap_baseline(em: EmpiricalModes, n: int = 100, seed: int = 0) -> 
 def load_token_stream(corpus: str, tokenizer: str, max_corpus_mb: float, seed: int = 0):
     """(corpus, tokenizer, token stream of the whole corpus). A 'bpe:<V>' tokenizer is trained on
     the training documents of the book's split (as in the introduction), so it is the same one."""
-    from . import corpus as corpora
-    from . import tokenization
+    from .text import corpus as corpora, tokenization
 
     options = {"max_bytes": int(max_corpus_mb * 1e6)} if corpus.startswith("hf:") else {}
     text = corpora.load_corpus(corpus, **options)

@@ -21,7 +21,7 @@ stationary for Σ_σ T_σ, the first position marginalises too (a stationary sou
 * ``PlantedLanguage``   a background chain plus planted absolute / collective bigrams
                         (Defs 5.1, 5.5) that hold *exactly* for a chosen (k, l) when noise = 0.
 * ``fit_markov_chain``  an order-r chain fitted (with additive smoothing) to a token stream
-                        via ``lib.ngrams.count_ngrams``: real text as an exact language.
+                        via ``lib.text.ngrams.count_ngrams``: real text as an exact language.
 * ``TensorLanguage``    explicit tensors A_1…A_N (need not be a language: for tests).
 
 Indexing convention everywhere: a string σ_1…σ_n ∈ Σ^n has code Σ_i σ_i V^{n-i}
@@ -483,11 +483,11 @@ def fit_markov_chain(tokens, order: int, alpha: float = 0.1, vocab_size: int | N
                      doc_offsets=None, initial="stationary") -> MarkovChain:
     """Order-r chain fitted to a token stream with additive smoothing:
 
-        P(σ | w) = (c(wσ) + α) / (c(w) + α V),   c from lib.ngrams.count_ngrams(tokens, r, 1).
+        P(σ | w) = (c(wσ) + α) / (c(w) + α V),   c from lib.text.ngrams.count_ngrams(tokens, r, 1).
 
     Histories never seen get the uniform distribution. α > 0 makes every transition positive,
     so the chain is irreducible and the stationary start exists."""
-    from .ngrams import count_ngrams
+    from .text.ngrams import count_ngrams
 
     r = _check_length(order, "order")
     toks = np.asarray(tokens)

@@ -1,0 +1,399 @@
+"""The book's chapters, each declared beside its own source.
+
+A chapter is three things, and nothing else has to be edited to add one:
+
+* its notebook, ``chapters/<id>.md`` (MyST Markdown read by jupytext), whose code cell
+  tagged ``parameters`` assigns every parameter its default;
+* its declaration, ``chapters/<id>.yml`` next to it: the budget of the ``ci`` profile, the
+  type, bounds and help of each parameter, the presets of each profile, and the claims
+  the chapter decides;
+* one line in ``_toc.yml``, which sets the reading order.
+
+:func:`discover` reads ``_toc.yml``, pairs every notebook with its declaration, and
+refuses a book whose parts disagree: a declaration whose chapter is not in the table of
+contents, a listed chapter without a declaration, a parameters cell that assigns names
+the declaration does not know (or misses some), a preset outside its parameter's
+allowed values, a claim whose record the chapter never writes. The runner, the report
+and the tests all read the chapters from here.
+
+Profiles: ``ci`` runs in minutes on 2 CPU cores and still decides every claim; ``paper``
+is the papers' scale (Hugging Face models and data, a GPU). A parameter whose default
+is ``None`` takes the profile's preset; a value given by the reader overrides it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import REPO_ROOT
+from .claims import Check, Claim
+from .pages import is_notebook, source_path, toc_files
+from .parameters import Param, ParameterError, ParamSpec, parameters_cell_values, suggest
+
+PROFILES = ("ci", "paper")
+DECLARATION_SUFFIX = ".yml"
+CHAPTERS_DIR = "chapters"
+
+
+class ChapterDeclarationError(ValueError):
+    """The book's parts disagree: toc, notebooks, declarations and claims."""
+
+
+def common_params() -> tuple[Param, ...]:
+    """The parameters every chapter has, first in its parameters cell (their defaults are fixed)."""
+    return (
+        Param("profile", str, "ci", "ci: minutes on 2 CPU cores; paper: the papers' scale on a GPU",
+              allowed=PROFILES),
+        Param("seed", int, 0, "seed of every random choice", minimum=0),
+        Param("device", str, "auto", "auto takes CUDA when present", allowed=("auto", "cpu", "cuda")),
+    )
+
+
+def text_params() -> tuple[Param, ...]:
+    """The parameter group ``text``: the corpus a chapter reads, its size cap and its tokenizer."""
+    return (
+        Param("corpus", str, None, "'default' (offline Python documentation), a local path, or 'hf:<dataset>'",
+              allow_none=True),
+        Param("max_corpus_mb", float, None, "read at most this many MB of a streamed corpus",
+              minimum=0.01, allow_none=True),
+        Param("tokenizer", str, None, "'bpe:<vocab size>', 'byte', or 'hf:<name or path>'", allow_none=True),
+    )
+
+
+# Groups of parameters that several chapters share; a declaration lists the ones it uses.
+PARAMETER_GROUPS = {"text": text_params}
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
+_PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
+_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "presets", "claims"}
+_CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper"}
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter: id (file stem), source and declaration paths (relative to the book's
+    root), title (its first heading), ci budget, parameters (in the order of its
+    parameters cell, defaults from that cell), presets per profile and claims."""
+
+    id: str
+    path: str
+    declaration: str
+    title: str
+    budget_ci_s: int
+    params: tuple[Param, ...]
+    presets: dict[str, dict[str, Any]]
+    claims: tuple[Claim, ...]
+
+    @property
+    def spec(self) -> ParamSpec:
+        return ParamSpec(self.params)
+
+    @property
+    def page(self) -> str:
+        """The chapter's entry in ``_toc.yml`` (its path without suffix)."""
+        return self.path.rsplit(".", 1)[0]
+
+    def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Check ``given`` and fill every ``None`` with the profile's preset."""
+        values = {**self.spec.defaults(), **self.spec.check(given)}
+        preset = self.presets.get(values["profile"], {})
+        for name, value in values.items():
+            if value is None:
+                if name not in preset:
+                    raise ParameterError(f"parameter {name!r} is None and profile {values['profile']!r} "
+                                         "has no preset for it")
+                values[name] = self.spec[name].check(preset[name])
+        return values
+
+
+# --- reading a declaration --------------------------------------------------------------
+
+class _Loader(yaml.SafeLoader):
+    """YAML with YAML 1.2 floats: ``1e-10`` is a number (PyYAML's YAML 1.1 reads it as a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*\.[\d_]*(?:[eE][-+]?\d+)?|\.\d[\d_]*(?:[eE][-+]?\d+)?|\d[\d_]*[eE][-+]?\d+"
+               r"|\.(?:inf|Inf|INF)|[-+]\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
+def read_yaml(path: Path) -> Any:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+
+
+def _param_from_declaration(name: str, spec: Any, default: Any, where: str) -> Param:
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise ChapterDeclarationError(f"{where}: parameter {name!r} needs a mapping with at least 'type'")
+    unknown = set(spec) - _PARAM_KEYS
+    if unknown:
+        raise ChapterDeclarationError(f"{where}: parameter {name!r} has unknown key(s) {sorted(unknown)}; "
+                                      f"allowed: {sorted(_PARAM_KEYS)}")
+    if spec["type"] not in _TYPES:
+        raise ChapterDeclarationError(f"{where}: parameter {name!r} has type {spec['type']!r}; "
+                                      f"allowed: {', '.join(_TYPES)}")
+    param = Param(name, _TYPES[spec["type"]], default, spec.get("help", ""),
+                  allowed=tuple(spec["allowed"]) if "allowed" in spec else None,
+                  minimum=spec.get("min"), maximum=spec.get("max"), allow_none=default is None,
+                  item_allowed=tuple(spec["items"]) if "items" in spec else None)
+    if default is not None:
+        _checked(param, default, f"{where}: the parameters cell's default of")
+    return param
+
+
+def _checked(param: Param, value: Any, context: str) -> Any:
+    try:
+        return param.check(value)
+    except ParameterError as err:
+        raise ChapterDeclarationError(f"{context} {err}") from None
+
+
+def _claim_from_declaration(chapter_id: str, spec: Any, where: str) -> Claim:
+    if not isinstance(spec, dict):
+        raise ChapterDeclarationError(f"{where}: each claim is a mapping; got {spec!r}")
+    missing = {"id", "statement", "source", "record", "check"} - set(spec)
+    unknown = set(spec) - _CLAIM_KEYS
+    if missing or unknown:
+        raise ChapterDeclarationError(f"{where}: claim {spec.get('id')!r} lacks {sorted(missing)} or has unknown "
+                                      f"key(s) {sorted(unknown)}; keys: {sorted(_CLAIM_KEYS)}")
+    if not str(spec["id"]).startswith(chapter_id + "."):
+        raise ChapterDeclarationError(f"{where}: claim id {spec['id']!r} must start with {chapter_id + '.'!r}")
+    try:
+        check = Check.from_declaration(spec["check"])
+    except ValueError as err:
+        raise ChapterDeclarationError(f"{where}: claim {spec['id']!r}: {err}") from None
+    return Claim(spec["id"], chapter_id, spec["statement"], spec["source"], spec["record"], check,
+                 spec.get("paper"))
+
+
+def read_notebook(notebook_path: Path):
+    """The chapter's notebook as read by jupytext (read once per version of the file)."""
+    return _read_notebook(str(notebook_path), Path(notebook_path).stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _read_notebook(path: str, mtime_ns: int):
+    import jupytext
+
+    return jupytext.read(path)
+
+
+def parameters_cell(notebook_path: Path) -> dict[str, Any]:
+    """The literal values assigned in the notebook's one code cell tagged ``parameters``."""
+    nb = read_notebook(notebook_path)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ChapterDeclarationError(f"{notebook_path}: a chapter has exactly one code cell tagged 'parameters'; "
+                                      f"found {len(cells)}")
+    return parameters_cell_values(cells[0].source)
+
+
+def _title(notebook_path: Path) -> str:
+    match = re.search(r"^# (.+)$", notebook_path.read_text(encoding="utf-8"), re.M)
+    return match.group(1).strip() if match else notebook_path.stem
+
+
+def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
+    """The chapter of ``notebook_path`` read from its declaration and its parameters cell."""
+    chapter_id = notebook_path.stem
+    decl_path = notebook_path.with_suffix(DECLARATION_SUFFIX)
+    where = str(decl_path.relative_to(root))
+    if not decl_path.is_file():
+        raise ChapterDeclarationError(f"{notebook_path.relative_to(root)} has no declaration: write {where} "
+                                      "(budget_ci_s, parameters, presets, claims) beside it")
+    decl = read_yaml(decl_path) or {}
+    unknown = set(decl) - _DECLARATION_KEYS
+    if unknown:
+        raise ChapterDeclarationError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_DECLARATION_KEYS)}")
+    budget = decl.get("budget_ci_s")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise ChapterDeclarationError(f"{where}: budget_ci_s (seconds on 2 CPU cores) must be a positive integer; "
+                                      f"got {budget!r}")
+
+    declared: dict[str, Param | dict] = {p.name: p for p in common_params()}
+    for group in decl.get("parameter_groups") or []:
+        if group not in PARAMETER_GROUPS:
+            raise ChapterDeclarationError(f"{where}: unknown parameter group {group!r}; groups: "
+                                          f"{', '.join(PARAMETER_GROUPS)}")
+        declared.update({p.name: p for p in PARAMETER_GROUPS[group]()})
+    for name, spec in (decl.get("parameters") or {}).items():
+        if name in declared:
+            raise ChapterDeclarationError(f"{where}: parameter {name!r} is already declared (common or group)")
+        declared[name] = spec
+
+    cell = parameters_cell(notebook_path)
+    missing, extra = [n for n in declared if n not in cell], [n for n in cell if n not in declared]
+    if missing or extra:
+        raise ChapterDeclarationError(
+            f"{notebook_path.relative_to(root)}: the parameters cell and {where} disagree: "
+            + "; ".join(filter(None, [missing and f"not assigned in the cell: {', '.join(missing)}",
+                                      extra and f"not declared: {', '.join(extra)}"])))
+    params = []
+    for name, default in cell.items():
+        spec = declared[name]
+        if isinstance(spec, Param):
+            if spec.default != default:
+                raise ChapterDeclarationError(f"{notebook_path.relative_to(root)}: {name!r} must default to "
+                                              f"{spec.default!r} in the parameters cell; found {default!r}")
+            params.append(spec)
+        else:
+            params.append(_param_from_declaration(name, spec, default, where))
+    by_name = {p.name: p for p in params}
+
+    presets = decl.get("presets") or {}
+    for profile, preset in presets.items():
+        if profile not in PROFILES:
+            raise ChapterDeclarationError(f"{where}: unknown profile {profile!r} in presets; profiles: "
+                                          f"{', '.join(PROFILES)}")
+        for name, value in (preset or {}).items():
+            if name not in by_name:
+                raise ChapterDeclarationError(f"{where}: preset {profile}.{name} names no parameter; parameters: "
+                                              f"{', '.join(by_name)}")
+            _checked(by_name[name], value, f"{where}: preset {profile}.{name}:")
+    for profile in PROFILES:
+        lacking = [p.name for p in params if p.default is None and p.name not in (presets.get(profile) or {})]
+        if lacking:
+            raise ChapterDeclarationError(f"{where}: profile {profile!r} has no preset for {', '.join(lacking)} "
+                                          "(their default is None)")
+
+    claims = tuple(_claim_from_declaration(chapter_id, spec, where) for spec in decl.get("claims") or [])
+    return Chapter(chapter_id, str(notebook_path.relative_to(root)), where, _title(notebook_path), budget,
+                   tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims)
+
+
+# --- records a chapter writes -------------------------------------------------------------
+
+def written_records(notebook_path: Path) -> tuple[set[str], list[re.Pattern], list[tuple[str, str]]]:
+    """What the chapter's code cells pass to ``record(name, value, claim=...)``.
+
+    Returns the literal record names, patterns for names built with f-strings, and the
+    (record name, claim id) pairs of calls that name a claim.
+    """
+    names: set[str] = set()
+    patterns: list[re.Pattern] = []
+    decided: list[tuple[str, str]] = []
+    for cell in read_notebook(notebook_path).cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Call) and node.args and _callee(node) == "record"):
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names.add(first.value)
+                claim = next((k.value for k in node.keywords if k.arg == "claim"), None)
+                if isinstance(claim, ast.Constant) and isinstance(claim.value, str):
+                    decided.append((first.value, claim.value))
+            elif isinstance(first, ast.JoinedStr):
+                parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in first.values]
+                patterns.append(re.compile("".join(parts)))
+    return names, patterns, decided
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def claim_problems(chapter: Chapter, root: Path = REPO_ROOT) -> list[str]:
+    """Claims the chapter cannot decide: a claim whose record no ``record(...)`` call writes, a
+    ``record(..., claim=...)`` naming a claim the declaration lacks or one decided by another record."""
+    names, patterns, decided = written_records(root / chapter.path)
+    problems = []
+    for claim in chapter.claims:
+        if claim.record not in names and not any(p.fullmatch(claim.record) for p in patterns):
+            problems.append(f"claim {claim.id!r} is decided by the record {claim.record!r}, which "
+                            f"{chapter.path} never writes")
+    by_id = {c.id: c for c in chapter.claims}
+    for name, claim_id in decided:
+        if claim_id not in by_id:
+            problems.append(f"{chapter.path} records {name!r} for claim {claim_id!r}, which {chapter.declaration} "
+                            "does not declare")
+        elif by_id[claim_id].record != name:
+            problems.append(f"{chapter.path} records {name!r} for claim {claim_id!r}, which is decided by the "
+                            f"record {by_id[claim_id].record!r}")
+    return problems
+
+
+# --- the whole book -------------------------------------------------------------------------
+
+def discover(root: Path = REPO_ROOT) -> dict[str, Chapter]:
+    """Every executable chapter of ``_toc.yml`` in reading order, checked against its declaration.
+
+    Raises :class:`ChapterDeclarationError` listing every disagreement found.
+    """
+    root = Path(root)
+    problems: list[str] = []
+    book: dict[str, Chapter] = {}
+    listed: set[Path] = set()
+    for entry in toc_files(root):
+        try:
+            path = source_path(entry, root)
+        except FileNotFoundError as err:
+            problems.append(str(err))
+            continue
+        if not is_notebook(path):
+            continue
+        listed.add(path.with_suffix(DECLARATION_SUFFIX).resolve())
+        try:
+            chapter = load_chapter(path, root)
+        except (ChapterDeclarationError, ParameterError, yaml.YAMLError) as err:
+            problems.append(str(err))
+            continue
+        if chapter.id in book:
+            problems.append(f"two chapters have the id {chapter.id!r}: {book[chapter.id].path} and {chapter.path}")
+            continue
+        problems.extend(claim_problems(chapter, root))
+        book[chapter.id] = chapter
+    for decl in sorted((root / CHAPTERS_DIR).rglob(f"*{DECLARATION_SUFFIX}")):
+        if decl.resolve() not in listed:
+            page = decl.relative_to(root).with_suffix("")
+            problems.append(f"{decl.relative_to(root)} declares a chapter that _toc.yml does not list: add "
+                            f"'- file: {page.as_posix()}' to _toc.yml (or remove the declaration)")
+    seen: dict[str, str] = {}
+    for chapter in book.values():
+        for claim in chapter.claims:
+            if claim.id in seen:
+                problems.append(f"claim id {claim.id!r} is declared twice ({seen[claim.id]}, {chapter.declaration})")
+            seen[claim.id] = chapter.declaration
+    if problems:
+        raise ChapterDeclarationError("the book's chapters do not agree with their declarations:\n  - "
+                                      + "\n  - ".join(problems))
+    return book
+
+
+@lru_cache(maxsize=None)
+def _discovered(root: str) -> dict[str, Chapter]:
+    return discover(Path(root))
+
+
+def chapters() -> dict[str, Chapter]:
+    """Every chapter of the book, by id, in reading order (cached for the process)."""
+    return _discovered(str(REPO_ROOT))
+
+
+def get_chapter(chapter_id: str) -> Chapter:
+    book = chapters()
+    if chapter_id not in book:
+        raise ParameterError(f"unknown chapter {chapter_id!r}{suggest(chapter_id, book)}; chapters: {', '.join(book)}")
+    return book[chapter_id]
+
+
+def all_claims() -> list[Claim]:
+    """Every claim of the book, chapter by chapter in reading order."""
+    return [claim for chapter in chapters().values() for claim in chapter.claims]
+
+
+def get_claim(claim_id: str) -> Claim:
+    claims = {c.id: c for c in all_claims()}
+    if claim_id not in claims:
+        raise KeyError(f"unknown claim {claim_id!r}{suggest(claim_id, claims)}; claims: {', '.join(sorted(claims))}")
+    return claims[claim_id]

@@ -1,0 +1,143 @@
+"""Recorded values: one number, two readers.
+
+``record(name, value)`` does two things with a chapter's key number:
+
+1. glues it with myst-nb, so the text can show it with ``{glue:text}`name```;
+2. writes it to the chapter's machine-readable record, ``<records dir>/<chapter>.json``,
+   which the tests and the reproduction report read.
+
+So the book's prose, the tests and the report always show the same value. The records
+directory is ``$BOOK_RECORDS_DIR`` (set by the runner) or ``<repo>/_build/records``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import REPO_ROOT
+
+RECORDS_ENV = "BOOK_RECORDS_DIR"
+
+_state: dict[str, Any] = {"chapter": None, "values": {}, "meta": {}}
+
+
+def records_dir() -> Path:
+    return Path(os.environ.get(RECORDS_ENV) or REPO_ROOT / "_build" / "records")
+
+
+def records_path(chapter: str) -> Path:
+    return records_dir() / f"{chapter}.json"
+
+
+def plain(value: Any) -> Any:
+    """Convert NumPy/torch scalars and arrays to plain Python values (JSON-able)."""
+    if hasattr(value, "detach"):  # torch tensor
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"record() takes numbers, strings, booleans, lists and dicts of them; got {type(value).__name__}")
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _write() -> None:
+    chapter = _state["chapter"]
+    if chapter is None:
+        return
+    path = records_path(chapter)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".json.tmp{os.getpid()}")
+    payload = {"chapter": chapter, "values": _state["values"], "meta": _state["meta"]}
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def start(chapter: str, meta: dict[str, Any]) -> None:
+    """Begin a fresh record for ``chapter`` (called by :func:`lib.book.setup`)."""
+    _state.update(chapter=chapter, values={}, meta=plain(meta))
+    _write()
+
+
+def record(name: str, value: Any, claim: str | None = None, glue: bool = True) -> None:
+    """Record ``value`` under ``name`` (glued for the text, written for tests and the report).
+
+    ``claim`` names the declared claim (``chapters/<id>.yml``) this value decides; the
+    declaration must expect exactly this record name, so a typo fails loudly here.
+    Returns None, so that a cell ending in ``record(...)`` prints nothing.
+    """
+    value = plain(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"record {name!r}: value is {value}; a recorded number must be finite")
+    if claim is not None:
+        from .chapters import get_claim
+
+        expected = get_claim(claim).record
+        if expected != name:
+            raise ValueError(f"claim {claim!r} is decided by the record {expected!r}, not {name!r}")
+    _state["values"][name] = {"value": value, **({"claim": claim} if claim else {})}
+    _write()
+    if glue and _in_kernel():
+        from myst_nb import glue as nb_glue
+
+        nb_glue(name, value, display=False)
+
+
+def record_meta(**items: Any) -> None:
+    """Add metadata (device, sizes used, timings) to the chapter's record."""
+    _state["meta"].update(plain(items))
+    _write()
+
+
+def figure_png(fig, dpi: int = 120) -> bytes:
+    """The figure rendered to PNG bytes (independent of the matplotlib backend in use)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def show_figure(name: str, fig) -> None:
+    """Glue a matplotlib figure under ``name`` (shown by ``{glue:figure}``) and close it.
+
+    The figure is glued as a PNG image, so it renders whatever the backend (a kernel
+    started with ``MPLBACKEND=Agg`` has no inline image formatter for figures).
+    """
+    import matplotlib.pyplot as plt
+
+    if _in_kernel():
+        from IPython.display import Image
+        from myst_nb import glue as nb_glue
+
+        nb_glue(name, Image(data=figure_png(fig), format="png"), display=False)
+    plt.close(fig)
+
+
+def load_records(chapter: str, directory: Path | None = None) -> dict[str, Any] | None:
+    """The record JSON of ``chapter`` (None if the chapter has not been run)."""
+    path = (Path(directory) if directory else records_dir()) / f"{chapter}.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())

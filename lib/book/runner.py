@@ -1,0 +1,145 @@
+"""Run chapters with parameters: check them first, execute with papermill, keep the record.
+
+For each chapter the runner
+
+1. finds it among the chapters of ``_toc.yml`` (:mod:`lib.book.chapters`, which checks
+   each notebook against its declaration) and reads the notebook with jupytext;
+2. checks every given parameter against the chapter's declaration: an unknown name, a
+   wrong type or a value outside the allowed set stops the run with a message naming the
+   parameter, what is allowed and what was given, before any cell runs;
+3. executes the notebook with papermill (working directory: the chapter's folder; a
+   per-cell timeout) into ``_build/src/<chapter>.ipynb`` (or an output folder);
+4. completes the chapter's record (``_build/records/<chapter>.json``: every recorded value
+   plus profile, parameters, seed, device, package versions, wall time) and decides the
+   chapter's claims.
+
+The command line (:mod:`lib.book.cli`) is the reader's way in.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import REPO_ROOT
+from .chapters import Chapter, chapters, get_chapter, read_notebook as read_source
+from .claims import Result, evaluate
+from .pages import executed_path
+from .parameters import ParameterError
+from .records import RECORDS_ENV, load_records, records_dir
+
+
+@dataclass
+class ChapterRun:
+    chapter: Chapter
+    notebook: Path
+    records: dict[str, Any]
+    results: list[Result]
+    wall_s: float
+
+    @property
+    def failed_claims(self) -> list[Result]:
+        return [r for r in self.results if r.status != "pass"]
+
+
+def find_chapter(ref: str) -> Chapter:
+    """A chapter by id (``intro``) or by source path (``chapters/intro.md``)."""
+    book = chapters()
+    if ref in book:
+        return book[ref]
+    path = Path(ref).resolve()
+    for chapter in book.values():
+        if (REPO_ROOT / chapter.path).resolve() == path:
+            return chapter
+    return get_chapter(ref)  # raises: unknown chapter, with the closest id and the list
+
+
+def book_chapters() -> list[Chapter]:
+    """The executable chapters in the reading order of ``_toc.yml``."""
+    return list(chapters().values())
+
+
+def read_notebook(chapter: Chapter):
+    """The chapter as an nbformat notebook (its parameters cell was checked by discovery)."""
+    path = REPO_ROOT / chapter.path
+    if not path.is_file():
+        raise FileNotFoundError(f"chapter source {path} does not exist")
+    return read_source(path)
+
+
+def check_parameters(chapter: Chapter, given: dict[str, Any]) -> dict[str, Any]:
+    """Check given values (unknown names, types, allowed sets); return them, resolved."""
+    chapter.spec.check(given)
+    return chapter.resolve(given)
+
+
+def default_timeout(profile: str, chapter: Chapter) -> int:
+    return max(600, 3 * chapter.budget_ci_s) if profile == "ci" else 6 * 3600
+
+
+def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = None,
+            timeout: int | None = None, verbose: bool = False) -> ChapterRun:
+    """Check, execute and record one chapter (see the module docstring)."""
+    import nbformat
+    import papermill
+
+    nb = read_notebook(chapter)
+    resolved = check_parameters(chapter, given)
+    notebook_out = (out_dir / f"{chapter.id}.ipynb") if out_dir else executed_path(chapter.page)
+    rec_dir = (out_dir / "records") if out_dir else records_dir()
+    notebook_out.parent.mkdir(parents=True, exist_ok=True)
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    env_before = {k: os.environ.get(k) for k in (RECORDS_ENV, "PYTHONPATH")}
+    os.environ[RECORDS_ENV] = str(rec_dir)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env_before["PYTHONPATH"]]))
+    start = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            source_nb = Path(tmp) / f"{chapter.id}.ipynb"
+            nbformat.write(nb, source_nb)
+            papermill.execute_notebook(
+                str(source_nb), str(notebook_out), parameters=given, cwd=str((REPO_ROOT / chapter.path).parent),
+                kernel_name="python3", execution_timeout=timeout or default_timeout(resolved["profile"], chapter),
+                progress_bar=verbose, log_output=verbose, request_save_on_cell_execute=False)
+    finally:
+        for key, value in env_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    wall = time.perf_counter() - start
+    records = load_records(chapter.id, rec_dir)
+    if records is None:
+        raise RuntimeError(f"{chapter.path} ran but wrote no record: does it call setup({chapter.id!r})?")
+    records["meta"].update(wall_s=round(wall, 2), parameters_given=given, notebook=str(notebook_out),
+                           finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    path = rec_dir / f"{chapter.id}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(records, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+    results = [evaluate(c, records) for c in chapter.claims]
+    return ChapterRun(chapter, notebook_out, records, results, wall)
+
+
+def plan(refs: list[str], given: dict[str, Any], *, every: bool = False) -> list[tuple[Chapter, dict[str, Any]]]:
+    """The chapters to run and the parameters each takes, every value checked before anything runs.
+
+    With ``every`` (the whole book), a parameter goes to the chapters that have it, and one
+    that no chapter has is an error.
+    """
+    selected = book_chapters() if every else [find_chapter(ref) for ref in refs]
+    if every:
+        unknown = [k for k in given if not any(k in c.spec.names for c in selected)]
+        if unknown:
+            raise ParameterError(f"no chapter has the parameter(s) {', '.join(map(repr, unknown))}")
+    plans = []
+    for chapter in selected:
+        mine = {k: v for k, v in given.items() if k in chapter.spec.names} if every else dict(given)
+        read_notebook(chapter)
+        check_parameters(chapter, mine)
+        plans.append((chapter, mine))
+    return plans

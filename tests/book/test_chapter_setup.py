@@ -1,0 +1,71 @@
+"""The first cell, ``cfg = setup("<chapter>")``, reads the notebook's parameters and refuses unknown ones."""
+import nbformat
+import pytest
+
+from lib import REPO_ROOT
+from lib.book import records
+from lib.book.chapter_setup import notebook_parameters, setup
+from lib.book.chapters import chapters
+from lib.book.parameters import ParameterError
+
+HILBERT = chapters()["hilbert"]
+OWN_CELL = "\n".join(f"{name} = {value!r}" for name, value in HILBERT.spec.defaults().items())
+
+
+def namespace(*cells, **values):
+    """What a kernel holds after running ``cells``: IPython's input history ``In`` and the values."""
+    return {"In": ["", *cells], **HILBERT.spec.defaults(), **values}
+
+
+def test_reads_every_declared_parameter_after_papermills_cell():
+    ns = namespace(OWN_CELL, "# Parameters\nseed = 3\nblock_length = 1\n", seed=3, block_length=1)
+    assert notebook_parameters(HILBERT, ns) == {**HILBERT.spec.defaults(), "seed": 3, "block_length": 1}
+
+
+@pytest.mark.parametrize("cells", [
+    (OWN_CELL, "# Parameters\nsed = 3\n"),                        # papermill -p sed 3
+    (OWN_CELL + "\nsed = 3",),                                     # the parameters cell edited by hand
+    (OWN_CELL, "# Parameters\nprofile = 'paper'\nseeed = 1\n"),  # papermill with the profile and a typo
+])
+def test_refuses_a_name_the_chapter_does_not_declare(cells):
+    with pytest.raises(ParameterError, match=r"unknown parameter '(sed|seeed)'.*did you mean 'seed'\?"):
+        notebook_parameters(HILBERT, namespace(*cells))
+
+
+def test_other_cells_and_older_runs_are_not_parameters():
+    # an interactive session: later cells of literals, and an earlier run of the parameters cell with a typo
+    ns = namespace(OWN_CELL + "\nsed = 3", OWN_CELL, "cfg = setup('hilbert')", "n = 10\nlabel = 'x'")
+    assert notebook_parameters(HILBERT, ns)["seed"] == 0
+
+
+def test_a_parameter_the_cells_did_not_assign_is_named():
+    ns = namespace(OWN_CELL)
+    del ns["mc_samples"]
+    with pytest.raises(ParameterError, match="the parameters cell must assign mc_samples"):
+        notebook_parameters(HILBERT, ns)
+
+
+def test_setup_reads_the_callers_namespace_or_named_values(tmp_path, monkeypatch):
+    monkeypatch.setenv(records.RECORDS_ENV, str(tmp_path))
+    ns = namespace(OWN_CELL, "# Parameters\nseed = 4\n", seed=4, setup=setup)
+    exec("cfg = setup('hilbert')", ns)  # as the first cell of the chapter runs it
+    assert ns["cfg"].seed == 4 and ns["cfg"].alphabet_size == HILBERT.presets["ci"]["alphabet_size"]
+    assert records.load_records("hilbert", tmp_path)["meta"]["parameters"]["seed"] == 4
+    assert setup("hilbert", seed=5, profile="paper").block_length == HILBERT.presets["paper"]["block_length"]
+    ns = namespace(OWN_CELL, "# Parameters\nsed = 4\n", setup=setup)
+    with pytest.raises(ParameterError, match="unknown parameter 'sed'"):
+        exec("cfg = setup('hilbert')", ns)
+
+
+def test_plain_papermill_refuses_a_misspelt_parameter(tmp_path):
+    """End to end: papermill injects ``sed = 3`` and the chapter's first cell stops with the name."""
+    import jupytext
+    import papermill
+
+    nb = jupytext.read(REPO_ROOT / HILBERT.path)
+    source = tmp_path / "hilbert.ipynb"
+    nbformat.write(nb, source)
+    with pytest.raises(papermill.PapermillExecutionError, match="unknown parameter 'sed'"):
+        papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"), parameters={"sed": 3},
+                                   cwd=str(REPO_ROOT / "chapters"), kernel_name="python3", progress_bar=False,
+                                   execution_timeout=300)

@@ -1,0 +1,203 @@
+"""Chapters declare themselves beside their source; discovery refuses a book whose parts disagree.
+
+Each test writes a small book (``_toc.yml``, notebooks, declarations) into a temporary folder
+and discovers it; the last ones check the real book.
+"""
+import textwrap
+
+import pytest
+
+from lib import REPO_ROOT
+from lib.book.chapters import ChapterDeclarationError, chapters, discover, read_yaml
+
+FRONT = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+
+CELL = """
+```{{code-cell}} ipython3
+:tags: [parameters]
+
+profile = "ci"
+seed = 0
+device = "auto"
+{extra}
+```
+
+```{{code-cell}} ipython3
+from lib.book import record, setup
+
+cfg = setup("{cid}")
+{body}
+```
+"""
+
+DECLARATION = """
+budget_ci_s: 30
+parameters:
+  steps: {type: int, min: 1, help: steps of the toy loop}
+  rate: {type: float, allowed: [0.1, 0.5], help: a rate}
+presets:
+  ci: {steps: 3}
+  paper: {steps: 300}
+claims:
+  - id: alpha.small
+    statement: The toy error is tiny.
+    source: This book (test)
+    record: toy_error
+    check: {at_most: 1e-10}
+  - id: alpha.rows
+    statement: Every row is counted.
+    source: This book (test)
+    record: rows_3
+    check: {equals: 3}
+"""
+
+BODY = """record("toy_error", 0.0, claim="alpha.small")
+for k in range(3):
+    record(f"rows_{k + 1}", k + 1)"""
+
+TOC = """format: jb-book
+root: chapters/intro
+parts:
+  - caption: Toy
+    chapters:
+{entries}"""
+
+
+def write_book(root, chapters_=("alpha",), listed=None, declaration=DECLARATION, extra="steps = None\nrate = 0.1",
+               body=BODY):
+    (root / "chapters").mkdir(parents=True, exist_ok=True)
+    (root / "chapters" / "intro.md").write_text("# Toy book\n\nNot a notebook.\n")
+    for cid in chapters_:
+        (root / "chapters" / f"{cid}.md").write_text(FRONT + f"\n# Chapter {cid}\n" + CELL.format(
+            cid=cid, extra=extra, body=body.replace("alpha.", f"{cid}.")))
+        if declaration is not None:
+            (root / "chapters" / f"{cid}.yml").write_text(textwrap.dedent(declaration).replace("alpha.", f"{cid}."))
+    listed = chapters_ if listed is None else listed
+    (root / "_toc.yml").write_text(TOC.format(entries="".join(f"      - file: chapters/{c}\n" for c in listed)))
+    return root
+
+
+def test_a_consistent_book_is_discovered(tmp_path):
+    book = discover(write_book(tmp_path, ("alpha", "beta")))
+    assert list(book) == ["alpha", "beta"]  # reading order of _toc.yml
+    alpha = book["alpha"]
+    assert alpha.title == "Chapter alpha" and alpha.budget_ci_s == 30
+    assert alpha.path == "chapters/alpha.md" and alpha.declaration == "chapters/alpha.yml"
+    assert alpha.spec.names == ["profile", "seed", "device", "steps", "rate"]
+    assert alpha.spec.defaults() == {"profile": "ci", "seed": 0, "device": "auto", "steps": None, "rate": 0.1}
+    assert alpha.spec["steps"].allow_none and not alpha.spec["rate"].allow_none
+    assert alpha.resolve({"profile": "paper"})["steps"] == 300
+    assert [c.id for c in alpha.claims] == ["alpha.small", "alpha.rows"]
+    assert alpha.claims[0].check.decide(1e-11) and not alpha.claims[0].check.decide(1e-9)
+
+
+def test_a_declaration_missing_from_the_toc_is_caught(tmp_path):
+    write_book(tmp_path, ("alpha", "beta"), listed=("alpha",))
+    with pytest.raises(ChapterDeclarationError, match=r"chapters/beta.yml declares a chapter that _toc.yml "
+                                                      r"does not list: add '- file: chapters/beta'"):
+        discover(tmp_path)
+
+
+def test_a_listed_chapter_without_declaration_is_caught(tmp_path):
+    write_book(tmp_path, declaration=None)
+    with pytest.raises(ChapterDeclarationError, match=r"chapters/alpha.md has no declaration: write chapters/alpha.yml"):
+        discover(tmp_path)
+
+
+def test_a_toc_entry_without_a_file_is_caught(tmp_path):
+    write_book(tmp_path, listed=("alpha", "gamma"))
+    with pytest.raises(ChapterDeclarationError, match="_toc.yml lists 'chapters/gamma'"):
+        discover(tmp_path)
+
+
+def test_a_claim_whose_record_is_never_written_is_caught(tmp_path):
+    write_book(tmp_path, body='record("toy_eror", 0.0)\nfor k in range(3):\n    record(f"rows_{k + 1}", k + 1)')
+    with pytest.raises(ChapterDeclarationError, match=r"claim 'alpha.small' is decided by the record 'toy_error', "
+                                                      r"which chapters/alpha.md never writes"):
+        discover(tmp_path)
+
+
+def test_a_record_pattern_must_match_the_claims_record(tmp_path):
+    write_book(tmp_path, body='record("toy_error", 0.0, claim="alpha.small")\nrecord(f"cols_{3}", 3)')
+    with pytest.raises(ChapterDeclarationError, match=r"'alpha.rows' is decided by the record 'rows_3'"):
+        discover(tmp_path)
+
+
+def test_record_calls_naming_claims_must_agree_with_the_declaration(tmp_path):
+    write_book(tmp_path, body=BODY + '\nrecord("toy_error", 0.0, claim="alpha.smal")')
+    with pytest.raises(ChapterDeclarationError, match=r"claim 'alpha.smal', which chapters/alpha.yml does not declare"):
+        discover(tmp_path)
+    write_book(tmp_path, body=BODY + '\nrecord("rows_3", 3, claim="alpha.small")')
+    with pytest.raises(ChapterDeclarationError, match=r"records 'rows_3' for claim 'alpha.small', which is decided "
+                                                      r"by the record 'toy_error'"):
+        discover(tmp_path)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("steps = None", r"not assigned in the cell: rate"),
+    ("steps = None\nrate = 0.1\nratio = 2", r"not declared: ratio"),
+    ("steps = None\nrate = 0.3", r"default of parameter 'rate': allowed values are one of 0.1, 0.5; got 0.3"),
+])
+def test_the_parameters_cell_must_match_the_declaration(tmp_path, extra, message):
+    write_book(tmp_path, extra=extra)
+    with pytest.raises(ChapterDeclarationError, match=message):
+        discover(tmp_path)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("ci: {steps: 3}", "ci: {steps: 0}", r"preset ci.steps: parameter 'steps': allowed values are int >= 1"),
+    ("ci: {steps: 3}", "ci: {}", r"profile 'ci' has no preset for steps"),
+    ("ci: {steps: 3}", "ci: {steps: 3, stpes: 4}", r"preset ci.stpes names no parameter"),
+    ("paper: {steps: 300}", "papr: {steps: 300}", r"unknown profile 'papr'"),
+    ("{type: int, min: 1,", "{type: int, mininum: 1,", r"parameter 'steps' has unknown key\(s\) \['mininum'\]"),
+    ("{type: int, min: 1,", "{type: integer, min: 1,", r"parameter 'steps' has type 'integer'"),
+    ("budget_ci_s: 30", "budget_ci_s: -1", r"budget_ci_s .* must be a positive integer"),
+    ("budget_ci_s: 30", "budget_ci_s: 30\nbudget: 40", r"unknown key\(s\) \['budget'\]"),
+    ("check: {at_most: 1e-10}", "check: {below: 1e-10}", r"claim 'alpha.small': a check names exactly one of"),
+    ("- id: alpha.small", "- id: beta.small", r"claim id 'beta.small' must start with 'alpha.'"),
+    ("    record: toy_error\n", "", r"claim 'alpha.small' lacks \['record'\]"),
+])
+def test_declaration_mistakes_are_caught_with_the_file_named(tmp_path, old, new, message):
+    assert old in DECLARATION
+    write_book(tmp_path, declaration=DECLARATION.replace(old, new, 1))
+    with pytest.raises(ChapterDeclarationError, match="chapters/alpha.yml.*" + message):
+        discover(tmp_path)
+
+
+def test_claim_ids_are_unique_across_the_book(tmp_path):
+    write_book(tmp_path, ("alpha", "beta"))
+    (tmp_path / "chapters" / "beta.yml").write_text(textwrap.dedent(DECLARATION).replace("id: alpha.small",
+                                                                                        "id: beta.small"))
+    with pytest.raises(ChapterDeclarationError, match="must start with 'beta.'"):
+        discover(tmp_path)
+
+
+def test_yaml_numbers_in_exponent_form_are_floats(tmp_path):
+    path = tmp_path / "x.yml"
+    path.write_text("a: 1e-10\nb: 1.0e-6\nc: 3\nd: '1e-10'\ne: 2E+3\n")
+    assert read_yaml(path) == {"a": 1e-10, "b": 1e-6, "c": 3, "d": "1e-10", "e": 2000.0}
+
+
+def test_the_book_discovers_every_chapter_with_its_declaration():
+    book = chapters()
+    landed = ["intro", "hilbert", "modes", "examples", "isan", "report"]  # new chapters join in toc order
+    assert [cid for cid in book if cid in landed] == landed and list(book)[-1] == "report"
+    for chapter in book.values():
+        assert (REPO_ROOT / chapter.declaration).is_file()
+    assert sum(len(c.claims) for c in book.values()) >= 60
+
+
+def test_model_sizes_allowed_by_the_introduction_are_the_suites_sizes():
+    from lib.models.mini_pythia import SIZES
+
+    assert chapters()["intro"].spec["model_sizes"].item_allowed == tuple(SIZES)

@@ -1,0 +1,81 @@
+"""Parameter specifications: types, allowed values, presets, parameters cells."""
+import pytest
+
+from lib.book.chapters import PROFILES, chapters, get_chapter
+from lib.book.parameters import Param, ParameterError, ParamSpec, parameters_cell_values, parse_cli_value, suggest
+
+
+def test_type_and_allowed_values_are_enforced_with_named_messages():
+    p = Param("profile", str, "ci", allowed=("ci", "paper"))
+    assert p.check("paper") == "paper"
+    with pytest.raises(ParameterError, match=r"parameter 'profile'.*'ci', 'paper'.*got 'cpi' \(str\)"):
+        p.check("cpi")
+    with pytest.raises(ParameterError, match=r"parameter 'profile'.*got 3 \(int\)"):
+        p.check(3)
+
+
+def test_numbers_bounds_bool_and_none():
+    seed = Param("seed", int, 0, minimum=0)
+    assert seed.check(5) == 5
+    for bad in (-1, 1.5, True, "3", None):
+        with pytest.raises(ParameterError, match="parameter 'seed'"):
+            seed.check(bad)
+    rate = Param("rate", float, 0.1, maximum=1.0, allow_none=True)
+    assert rate.check(1) == 1.0 and isinstance(rate.check(1), float)
+    assert rate.check(None) is None
+    with pytest.raises(ParameterError, match="<= 1.0"):
+        rate.check(2.0)
+
+
+def test_list_items():
+    p = Param("sizes", list, None, item_allowed=("a", "b"), allow_none=True)
+    assert p.check(("a", "b")) == ["a", "b"]
+    with pytest.raises(ParameterError, match="items from 'a', 'b'"):
+        p.check(["a", "z"])
+
+
+def test_unknown_name_lists_known_names():
+    spec = ParamSpec((Param("seed", int, 0), Param("device", str, "auto")))
+    with pytest.raises(ParameterError, match=r"unknown parameter 'seeed'.*seed, device"):
+        spec.check({"seeed": 1})
+
+
+def test_misspelt_names_get_the_closest_known_name():
+    assert suggest("sed", ["profile", "seed", "device"]) == " (did you mean 'seed'?)"
+    assert suggest("zzzz", ["profile", "seed", "device"]) == ""
+    spec = ParamSpec((Param("seed", int, 0), Param("device", str, "auto")))
+    with pytest.raises(ParameterError, match=r"did you mean 'device'\?"):
+        spec.check({"devise": "cpu"})
+
+
+def test_cli_values_and_parameters_cell():
+    assert parse_cli_value("3") == 3
+    assert parse_cli_value("0.5") == 0.5
+    assert parse_cli_value("None") is None
+    assert parse_cli_value("['p-tiny']") == ["p-tiny"]
+    assert parse_cli_value("bpe:4096") == "bpe:4096"
+    assert parameters_cell_values('profile = "ci"\nseed = 0\nx = None\n') == {"profile": "ci", "seed": 0, "x": None}
+    with pytest.raises(ParameterError, match="only assignments of literals"):
+        parameters_cell_values("import os\n")
+    with pytest.raises(ParameterError, match="'seed' must be a literal"):
+        parameters_cell_values("seed = len('ab')\n")
+
+
+def test_every_chapter_has_common_parameters_and_complete_presets():
+    for chapter in chapters().values():
+        names = chapter.spec.names
+        assert names[:3] == ["profile", "seed", "device"], chapter.id
+        for profile in PROFILES:
+            resolved = chapter.resolve({"profile": profile})
+            assert None not in resolved.values(), (chapter.id, profile)
+
+
+def test_resolve_fills_presets_and_keeps_overrides():
+    intro = get_chapter("intro")
+    ci = intro.resolve({})
+    assert ci["profile"] == "ci" and ci["train_steps"] == intro.presets["ci"]["train_steps"]
+    assert intro.resolve({"train_steps": 7})["train_steps"] == 7
+    with pytest.raises(ParameterError, match="parameter 'train_steps'"):
+        intro.resolve({"train_steps": "many"})
+    with pytest.raises(ParameterError, match="unknown chapter"):
+        get_chapter("nope")

@@ -1,0 +1,115 @@
+"""Records (glue + JSON), checks and the claims the chapters declare."""
+import json
+
+import numpy as np
+import pytest
+
+from lib.book import claims, records
+from lib.book.chapters import all_claims, chapters, get_claim
+
+
+@pytest.fixture
+def rec_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(records.RECORDS_ENV, str(tmp_path))
+    records.start("intro", {"profile": "ci"})
+    return tmp_path
+
+
+def test_record_writes_plain_json(rec_dir):
+    records.record("x", np.float64(1.5))
+    records.record("arr", np.arange(3))
+    records.record_meta(device="cpu")
+    data = json.loads((rec_dir / "intro.json").read_text())
+    assert data["values"]["x"] == {"value": 1.5}
+    assert data["values"]["arr"]["value"] == [0, 1, 2]
+    assert data["meta"] == {"profile": "ci", "device": "cpu"}
+    with pytest.raises(ValueError, match="finite"):
+        records.record("bad", float("nan"))
+    with pytest.raises(TypeError, match="record\\(\\) takes"):
+        records.record("bad", object())
+
+
+def test_record_links_claims_and_rejects_mismatches(rec_dir):
+    records.record("corpus_megabytes", 12.0, claim="intro.corpus-size")
+    with pytest.raises(KeyError, match="unknown claim"):
+        records.record("corpus_megabytes", 12.0, claim="intro.nope")
+    with pytest.raises(ValueError, match="decided by the record 'corpus_megabytes'"):
+        records.record("other_name", 12.0, claim="intro.corpus-size")
+    result = claims.evaluate(get_claim("intro.corpus-size"), records.load_records("intro", rec_dir))
+    assert result.status == "pass" and result.value == 12.0
+
+
+def test_checks_decide_both_ways():
+    assert claims.close(1.0, atol=1e-10).decide(1.0 + 1e-12)
+    assert not claims.close(1.0, atol=1e-10).decide(1.0 + 1e-8)
+    assert claims.close(100.0, rtol=0.01).decide(100.9) and not claims.close(100.0, rtol=0.01).decide(102)
+    assert claims.at_most(2).decide(2) and not claims.at_most(2).decide(2.1)
+    assert claims.at_least(2).decide(2) and not claims.at_least(2).decide(1.9)
+    assert claims.between(0, 1).decide(0.5) and not claims.between(0, 1).decide(1.5)
+    assert claims.equals(0).decide(0) and not claims.equals(0).decide(1)
+    for check in (claims.close(0, 1), claims.at_most(1), claims.between(0, 1)):
+        assert not check.decide(None) and not check.decide("0.5") and not check.decide(float("nan"))
+
+
+def test_declared_claims_are_consistent():
+    ids = [c.id for c in all_claims()]
+    assert len(ids) == len(set(ids)) >= 60  # the claims of the chapters that have landed
+    for c in all_claims():
+        assert c.chapter in chapters(), c.id
+        assert c.id.startswith(c.chapter + "."), c.id
+        assert c.statement and c.source and c.record
+        assert "issue" not in c.source.lower(), c.id  # sources cite the papers or the book, not the tracker
+    assert claims.evaluate(all_claims()[0], None).status == "not run"
+
+
+def test_checks_read_from_declarations():
+    assert claims.Check.from_declaration({"at_most": 1e-10}) == claims.at_most(1e-10)
+    assert claims.Check.from_declaration({"between": [0.8, 1.25]}) == claims.between(0.8, 1.25)
+    assert claims.Check.from_declaration({"close": 1.0, "atol": 1e-9}) == claims.close(1.0, atol=1e-9)
+    assert claims.Check.from_declaration({"equals": "x"}) == claims.equals("x")
+    for bad in ({"at_most": "1e-10"}, {"at_most": 1, "at_least": 0}, {"between": [1]}, {"below": 1},
+                {"at_least": 0.5, "atol": 1}, [1, 2], {"at_most": float("nan")}):
+        with pytest.raises(ValueError):
+            claims.Check.from_declaration(bad)
+
+
+def test_every_chapter_spec_is_a_page_of_the_book():
+    """A spec (and so any claim) whose page is missing from _toc.yml would be 'not run' forever
+    and its report link would break the -W build."""
+    from lib.book.pages import source_path, toc_files
+
+    pages = set(toc_files())
+    for chapter in chapters().values():
+        page = chapter.path.rsplit(".", 1)[0]
+        assert page in pages, f"{chapter.id}: {page} is not listed in _toc.yml"
+        assert source_path(page).name == chapter.path.rsplit("/", 1)[-1]
+
+
+def test_figures_are_rendered_to_png_whatever_the_backend():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    png = records.figure_png(fig)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    records.show_figure("f", fig)  # outside a kernel: only closes the figure
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_labels_are_unique_across_the_book():
+    """Sphinx labels (figure/table ``:name:`` and ``(label)=`` targets) live in one namespace for
+    the whole book: a label used by two chapters is a warning, and the -W build fails on it."""
+    import re
+
+    from lib.book.pages import source_path, toc_files
+
+    seen: dict[str, str] = {}
+    for page in toc_files():
+        text = source_path(page).read_text(encoding="utf-8")
+        labels = re.findall(r"^:name:\s*(\S+)\s*$", text, re.M) + re.findall(r"^\(([^)\s]+)\)=\s*$", text, re.M)
+        for label in labels:
+            assert label not in seen, f"label {label!r} is defined in both {seen[label]} and {page}"
+            seen[label] = page

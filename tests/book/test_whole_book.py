@@ -1,0 +1,74 @@
+"""Execute every chapter of _toc.yml in the ci profile, decide every claim, build the book.
+
+These tests are the slow part of `make test` (marked ``slow``). They run the chapters the
+way a reader does, through ``python -m lib run`` (the ``lowrank-book`` command), and read the same records as the
+reproduction report.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lib import REPO_ROOT
+from lib.book.chapters import all_claims
+from lib.book.claims import evaluate
+from lib.book.pages import HTML_DIR
+from lib.book.records import load_records
+from lib.book.runner import book_chapters
+
+pytestmark = pytest.mark.slow
+RECORDS = REPO_ROOT / "_build" / "records"
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "lib", "run", *args], cwd=REPO_ROOT, text=True,
+                          env={**os.environ, **(env or {})}, timeout=3000)
+
+
+@pytest.fixture(scope="module")
+def executed_book():
+    """Run every chapter (ci profile) and build the HTML once for this module."""
+    for chapter in book_chapters():
+        (RECORDS / f"{chapter.id}.json").unlink(missing_ok=True)
+    proc = run_cli("--all", "--profile", "ci", "--build")
+    assert proc.returncode == 0, "executing the chapters or building the book failed (see the output above)"
+    return {c.id: load_records(c.id, RECORDS) for c in book_chapters()}
+
+
+def test_every_chapter_ran_in_ci_profile_within_budget(executed_book):
+    for chapter in book_chapters():
+        rec = executed_book[chapter.id]
+        assert rec is not None, chapter.id
+        assert rec["meta"]["profile"] == "ci"
+        # 2x slack for a loaded machine; the budget itself is declared in chapters/<chapter>.yml
+        assert rec["meta"]["wall_s"] < 2 * chapter.budget_ci_s, (chapter.id, rec["meta"]["wall_s"])
+
+
+CLAIMS = all_claims()
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
+def test_claim_holds(executed_book, claim):
+    result = evaluate(claim, executed_book.get(claim.chapter))
+    assert result.status == "pass", f"{claim.id}: {claim.statement} — ours {result.value!r}, check {claim.check.describe()}"
+
+
+def test_html_has_every_chapter_and_the_report(executed_book):
+    assert (HTML_DIR / "index.html").is_file()
+    intro = (HTML_DIR / "chapters" / "intro.html").read_text()
+    assert "A miniature Pythia suite" in intro and "fig-training" in intro
+    assert intro.count("<img") >= 2 and "&lt;Figure size" not in intro  # figures render as images
+    report = (HTML_DIR / "chapters" / "appendix" / "report.html").read_text()
+    for claim in CLAIMS:
+        assert claim.id in report, claim.id
+    assert "not run" not in report and "❌" not in report
+
+
+def test_same_seed_same_numbers_from_a_fresh_cache(executed_book, tmp_path):
+    """Determinism: the introduction rerun with an empty cache records identical values."""
+    proc = run_cli("intro", "--out", str(tmp_path / "out"), env={"BOOK_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0
+    again = json.loads((tmp_path / "out" / "records" / "intro.json").read_text())
+    assert again["values"] == executed_book["intro"]["values"]
