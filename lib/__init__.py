@@ -44,16 +44,20 @@ MOVED = {
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Import ``lib.<old>`` as the module now at ``MOVED[old]`` (one module object, two names)."""
 
+    def __init__(self):
+        self._own_specs = {}  # old name -> the moved module's own spec, between the two calls below
+
     def find_spec(self, fullname, path=None, target=None):
         return importlib.util.spec_from_loader(fullname, self) if fullname in MOVED else None
 
     def create_module(self, spec):
         module = importlib.import_module(MOVED[spec.name])
-        self._spec = module.__spec__
+        self._own_specs[spec.name] = module.__spec__
         return module
 
     def exec_module(self, module):
-        module.__spec__ = self._spec  # the import system stamped the old name's spec on it
+        # the import system stamped the old name's spec on the module: give it back its own
+        module.__spec__ = self._own_specs.pop(module.__spec__.name)
 
 
 if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):

@@ -47,11 +47,11 @@ def notebook_parameters(chapter: Chapter, namespace: dict[str, Any]) -> dict[str
     names, so that ``papermill ... -p sed 3`` stops here instead of running with defaults.
     """
     history = [src for src in namespace.get("In", []) or [] if isinstance(src, str)]
-    cells = [(i, names) for i, src in enumerate(history) if (names := _assigned_names(src))]
-    own = [i for i, names in cells if "profile" in names and not history[i].startswith(PAPERMILL_CELL_HEADER)]
-    since = own[-1] if own else 0
-    for i, names in cells:
-        if i >= since and (i == since or history[i].startswith(PAPERMILL_CELL_HEADER)):
+    assigned = {i: names for i, src in enumerate(history) if (names := _assigned_names(src))}
+    injected = {i for i in assigned if history[i].startswith(PAPERMILL_CELL_HEADER)}
+    since = max((i for i, names in assigned.items() if "profile" in names and i not in injected), default=0)
+    for i, names in assigned.items():
+        if i == since or (i > since and i in injected):
             for name in names:
                 chapter.spec[name]  # raises for a name the chapter does not declare, with a suggestion
     missing = [name for name in chapter.spec.names if name not in namespace]

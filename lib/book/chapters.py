@@ -196,8 +196,12 @@ def parameters_cell(notebook_path: Path) -> dict[str, Any]:
 
 
 def _title(notebook_path: Path) -> str:
-    match = re.search(r"^# (.+)$", notebook_path.read_text(encoding="utf-8"), re.M)
-    return match.group(1).strip() if match else notebook_path.stem
+    """The notebook's first level-1 heading (its file stem if it has none)."""
+    for cell in read_notebook(notebook_path).cells:
+        match = re.search(r"^# (.+)$", cell.source, re.M) if cell.cell_type == "markdown" else None
+        if match:
+            return match.group(1).strip()
+    return notebook_path.stem
 
 
 def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
