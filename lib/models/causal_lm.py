@@ -438,5 +438,20 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-__all__ = ["CausalLM", "ModelUnavailableError", "available_memory", "check_fits_in_memory",
+
+
+
+def sequence_loss(model, batch) -> torch.Tensor:
+    """Per-sequence next-token cross-entropy (nats per token) of a ``transformers`` causal LM.
+
+    ``batch = (ids,)`` with ``ids`` a (B, T) token tensor; returns the (B,) means over
+    positions 1..T−1 of −log p(ids[t] | ids[:t]). The per-sample loss ℓ_i of
+    :func:`lib.llc.estimate_llc` for a language model, with one window as one sample.
+    """
+    (ids,) = batch
+    logits = model(input_ids=ids, use_cache=False).logits[:, :-1]
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none").mean(-1)
+
+
+__all__ = ["CausalLM", "ModelUnavailableError", "available_memory", "check_fits_in_memory", "sequence_loss",
            "estimate_param_count", "estimate_training_bytes", "heldout_windows", "quiet_transformers"]

@@ -1,0 +1,607 @@
+"""The local learning coefficient (LLC) estimated by SGLD over many chains at once.
+
+Chen & Murfet §2.3–2.4, after Lau et al. (2024); MATH.md §6. With data (x_i, y_i),
+i = 1..n, and per-sample loss ℓ_i(w), L_n(w) = (1/n) Σ_i ℓ_i(w). The localised tempered
+posterior at w* is
+
+    p(w) ∝ exp( −nβ L_n(w) − (γ/2) ‖w − w*‖² ),                          (MATH.md §6)
+
+and the estimator is λ̂(w*) = nβ ( E_p[L_n(w)] − L_n(w*) ), with β = β* = 1/log n by
+default (so nβ = n / log n). E_p is approximated by SGLD,
+
+    w_{t+1} = w_t − (ε/2) ( nβ ∇L_{B_t}(w_t) + γ (w_t − w*) ) + N(0, ε I),   (MATH.md §6)
+
+with B_t a minibatch of m indices drawn uniformly for each chain, and the loss trace L_{B_t}(w_t)
+averaged over chains and over the draws after burn-in.
+
+How the sampler is built:
+
+* **All chains in one tensor.** A chain's parameters are one flat vector, the chains a
+  (C, D) tensor; the model is called on each chain with ``torch.func.functional_call``
+  under ``torch.func.vmap`` of ``torch.func.grad``, so one step is one batched
+  forward + backward and one fused update, with no Python loop over chains or over
+  parameter tensors. Chains are processed in chunks that fit in memory (checked before
+  sampling; :class:`LLCMemoryError` if even one chain cannot fit).
+* **Seeds.** Chunk j draws its minibatches and noise from ``torch.Generator`` seeded with
+  ``(seed, j)``: the same seed and ``chunk_size`` give bit-identical results on the CPU,
+  whether the chunks run in one process or are split over ``torchrun`` processes.
+* **Distributed.** Launched with ``torchrun``, each rank runs chunks rank, rank + W, …
+  and the per-chain traces are gathered, so every rank returns the whole result.
+* **Divergence.** A chain whose loss becomes non-finite is flagged with the step and the
+  ε that caused it, reported, and left out of λ̂.
+* **Diagnostics.** Per-chain effective sample size and split R-hat of the loss trace
+  (Vehtari et al. 2021), and the mean Metropolis-adjusted Langevin (MALA) acceptance
+  probability of the SGLD proposals, a step-size diagnostic (exact with full batches).
+
+:func:`coupled_chains` runs two losses (data from q and from q^(χ)) from the same point
+with the same minibatch indices and the same injected noise, for the Insensitivity and
+LLC theorems chapters; :func:`sweep` and :func:`plot_sweep` make calibration a call.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from .book.device import resolve_device
+from .book.progress import progress as progress_bar
+from .known_llc import normal_crossing_llc, regular_llc, rrr_llc  # noqa: F401  (re-exported)
+
+LossFn = Callable[[nn.Module, tuple], torch.Tensor]
+
+
+class LLCInputError(ValueError):
+    """An argument of the estimator is invalid (raised before any sampling)."""
+
+
+class LLCMemoryError(MemoryError):
+    """Not even one chain fits in the device's memory."""
+
+
+class LLCDivergenceError(RuntimeError):
+    """Every chain diverged: no finite estimate exists at these settings."""
+
+
+# ----- results ------------------------------------------------------------------------------
+
+@dataclass
+class LLCResult:
+    """An LLC estimate λ̂ = nβ (mean loss after burn-in − L_n(w*)) and its traces.
+
+    ``per_chain[c] = nβ (mean_t loss[c, t] − init_loss)``; ``llc`` is their mean over the
+    chains that stayed finite and ``se`` their standard deviation / √C (chains are
+    independent). ``loss`` holds the minibatch losses L_{B_t}(w_t) after burn-in
+    (chains × draws); burn-in draws are never stored.
+    """
+
+    llc: float
+    se: float
+    per_chain: np.ndarray
+    loss: np.ndarray
+    init_loss: float
+    nbeta: float
+    diagnostics: dict
+    settings: dict
+    seconds: float = 0.0
+
+    @property
+    def chain_steps_per_s(self) -> float:
+        steps = self.settings["chains"] * (self.settings["draws"])
+        return steps / self.seconds if self.seconds > 0 else float("nan")
+
+    def summary(self) -> str:
+        d = self.diagnostics
+        return (f"λ̂ = {self.llc:.4g} ± {self.se:.2g} (s.e., {len(self.per_chain) - len(d['divergent'])} chains), "
+                f"min ESS {np.min(d['ess']):.0f}, R̂ {d['rhat']:.3f}, MALA acceptance {np.nanmean(d['mala_acceptance']):.3f}")
+
+
+@dataclass
+class CoupledResult:
+    """Two SGLD runs sharing start, minibatch indices and noise (:func:`coupled_chains`).
+
+    ``a`` and ``b`` are the two :class:`LLCResult`; ``separation[c, t] = ‖w_t^a − w_t^b‖``
+    for the draws after burn-in; ``max_separation`` over the whole run, burn-in included.
+    """
+
+    a: LLCResult
+    b: LLCResult
+    separation: np.ndarray
+    max_separation: np.ndarray
+
+
+# ----- MCMC diagnostics ---------------------------------------------------------------------
+
+def effective_sample_size(trace) -> np.ndarray:
+    """Per-chain ESS of a (chains, draws) trace: draws / (1 + 2 Σ_k ρ_k).
+
+    The autocorrelations ρ_k come from the FFT; the sum is Geyer's initial positive
+    sequence (pairs ρ_{2j} + ρ_{2j+1} summed while positive; Geyer 1992).
+    """
+    x = np.atleast_2d(np.asarray(trace, dtype=np.float64))
+    n = x.shape[1]
+    if n < 4:
+        return np.full(x.shape[0], float(n))
+    x = x - x.mean(axis=1, keepdims=True)
+    size = 1 << (2 * n - 1).bit_length()
+    f = np.fft.rfft(x, size, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), size, axis=1)[:, :n] / n
+    out = np.empty(x.shape[0])
+    for c in range(x.shape[0]):  # per chain: the truncation point differs
+        if acov[c, 0] <= 0:
+            out[c] = float(n)
+            continue
+        rho = acov[c] / acov[c, 0]
+        pairs = rho[: n - n % 2].reshape(-1, 2).sum(axis=1)
+        stop = np.argmax(pairs <= 0) if np.any(pairs <= 0) else len(pairs)
+        tau = -1.0 + 2.0 * pairs[:stop].sum()
+        out[c] = n / max(tau, 1.0 / math.log10(max(n, 10)))
+    return out
+
+
+def split_rhat(trace) -> float:
+    """Split R̂ of a (chains, draws) trace (Gelman et al. 2013, §11.4; Vehtari et al. 2021).
+
+    Each chain is cut into halves; with W the mean within-half variance and B/n the
+    variance of the half means, R̂ = sqrt( ((n−1)/n · W + B/n) / W ). Near 1 when the chains
+    agree; above ~1.01 they have not mixed.
+    """
+    x = np.atleast_2d(np.asarray(trace, dtype=np.float64))
+    half = x.shape[1] // 2
+    if half < 2:
+        return float("nan")
+    halves = np.concatenate([x[:, :half], x[:, -half:]], axis=0)
+    within = halves.var(axis=1, ddof=1).mean()
+    between_over_n = halves.mean(axis=1).var(ddof=1)
+    if within == 0:
+        return 1.0 if between_over_n == 0 else float("inf")
+    return float(math.sqrt(((half - 1) / half * within + between_over_n) / within))
+
+
+# ----- validation ---------------------------------------------------------------------------
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if not _is_int(value) or value < minimum:
+        raise LLCInputError(f"parameter '{name}' must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _check_positive(name: str, value, allow_zero: bool = False) -> float:
+    ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        what = "a finite number >= 0" if allow_zero else "a finite number > 0"
+        raise LLCInputError(f"parameter '{name}' must be {what}; got {value!r}")
+    return float(value)
+
+
+def _check_data(data, name: str = "data") -> tuple[torch.Tensor, ...]:
+    if isinstance(data, torch.Tensor):
+        data = (data,)
+    if not isinstance(data, (tuple, list)) or not data or not all(isinstance(t, torch.Tensor) for t in data):
+        raise LLCInputError(f"parameter '{name}' must be a tuple of tensors indexed on dim 0; got {type(data).__name__}")
+    lengths = [t.shape[0] if t.dim() else None for t in data]
+    if None in lengths or len(set(lengths)) != 1:
+        raise LLCInputError(f"parameter '{name}' must hold tensors of one length on dim 0; got lengths {lengths}")
+    if lengths[0] < 2:
+        raise LLCInputError(f"parameter '{name}' must hold at least 2 samples; got {lengths[0]}")
+    return tuple(data)
+
+
+@dataclass
+class _Settings:
+    nbeta: float
+    gamma: float
+    eps: float
+    chains: int
+    draws: int
+    burn_in: int
+    batch_size: int
+    seed: int
+    n: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _settings(data, *, nbeta, gamma, eps, chains, draws, burn_in, batch_size, seed) -> _Settings:
+    n = data[0].shape[0]
+    chains = _check_int("chains", chains, 1)
+    draws = _check_int("draws", draws, 1)
+    burn_in = _check_int("burn_in", burn_in, 0)
+    if draws <= burn_in:
+        raise LLCInputError(f"parameter 'draws' ({draws}) must exceed 'burn_in' ({burn_in}): "
+                            f"only the draws after burn-in enter the estimate")
+    batch_size = _check_int("batch_size", batch_size, 1)
+    if batch_size > n:
+        raise LLCInputError(f"parameter 'batch_size' must be <= the number of samples n = {n}; got {batch_size}")
+    if nbeta is None:
+        nbeta = n / math.log(n)
+    return _Settings(nbeta=_check_positive("nbeta", nbeta), gamma=_check_positive("gamma", gamma, allow_zero=True),
+                     eps=_check_positive("eps", eps), chains=chains, draws=draws, burn_in=burn_in,
+                     batch_size=batch_size, seed=_check_int("seed", seed, 0), n=n)
+
+
+# ----- the functional model -----------------------------------------------------------------
+
+class _LossModule(nn.Module):
+    """Wraps (model, loss_fn) so that ``functional_call`` swaps the model's parameters."""
+
+    def __init__(self, model: nn.Module, loss_fn: LossFn):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, *batch):
+        return self.loss_fn(self.model, batch)
+
+
+class _Flat:
+    """The model's trainable parameters as one flat vector, and back to named tensors."""
+
+    def __init__(self, model: nn.Module):
+        named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
+        if not named:
+            raise LLCInputError("parameter 'model' has no trainable parameters")
+        self.names = ["model." + k for k, _ in named]
+        self.shapes = [p.shape for _, p in named]
+        self.sizes = [p.numel() for _, p in named]
+        self.w0 = torch.cat([p.detach().reshape(-1) for _, p in named])
+
+    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {name: part.view(shape) for name, part, shape in
+                zip(self.names, torch.split(flat, self.sizes), self.shapes)}
+
+
+def _probe(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> int:
+    """Check ``loss_fn`` on one minibatch at w*; return the bytes saved for its backward."""
+    batch = tuple(t[:batch_size] for t in data)
+    saved = [0]
+
+    def pack(t):
+        saved[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = loss_fn(model, batch)
+    if not isinstance(out, torch.Tensor) or out.shape != (batch_size,):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise LLCInputError(f"parameter 'loss_fn' must return per-sample losses of shape (batch,) = ({batch_size},); "
+                            f"got {shape}")
+    if not torch.isfinite(out).all():
+        raise LLCInputError("parameter 'loss_fn' gives non-finite losses at w* (the model as passed)")
+    return saved[0]
+
+
+def _full_loss(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> float:
+    """L_n(w*) = (1/n) Σ_i ℓ_i(w*), in minibatches, in float64."""
+    total, n = 0.0, data[0].shape[0]
+    with torch.no_grad():
+        for start in range(0, n, batch_size):
+            total += loss_fn(model, tuple(t[start:start + batch_size] for t in data)).double().sum().item()
+    return total / n
+
+
+def _available_bytes(device: torch.device) -> int:
+    from .models.causal_lm import available_memory
+
+    return available_memory(device)
+
+
+def _chunk_size(flat: _Flat, activation_bytes: int, chains: int, device, requested, targets: int = 1) -> int:
+    """Chains per chunk: what half the free memory holds (state ~8 vectors of D per chain per target)."""
+    per_chain = targets * (8 * flat.w0.numel() * flat.w0.element_size() + 3 * activation_bytes)
+    available = _available_bytes(device)
+    fit = int(0.5 * available // max(per_chain, 1))
+    if fit < 1:
+        raise LLCMemoryError(f"one SGLD chain needs about {per_chain / 2**20:.1f} MiB ({flat.w0.numel()} parameters, "
+                             f"{activation_bytes / 2**20:.1f} MiB of activations per minibatch) but only "
+                             f"{available / 2**20:.1f} MiB are free on {device}: lower 'batch_size'")
+    if requested is not None:
+        requested = _check_int("chunk_size", requested, 1)
+        if requested > fit:
+            raise LLCMemoryError(f"parameter 'chunk_size' = {requested} chains need about "
+                                 f"{requested * per_chain / 2**20:.0f} MiB; at most {fit} fit on {device}")
+        return min(requested, chains)
+    return min(chains, fit)
+
+
+def _distributed() -> tuple[int, int]:
+    """(rank, world size); joins the process group when launched by ``torchrun``."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return 0, 1
+    if not dist.is_initialized():
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "MASTER_ADDR" not in os.environ:
+            return 0, 1
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), dist.get_world_size()
+
+
+# ----- the sampler --------------------------------------------------------------------------
+
+def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings, chain_ids: np.ndarray,
+               chunk_index: int, device, bar) -> dict:
+    """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise."""
+    from torch.func import functional_call, grad, vmap
+
+    C, K = len(chain_ids), len(wrappers)
+    w0 = flat.w0.to(device)
+    gen = torch.Generator(device="cpu").manual_seed(int(s.seed) * 1_000_003 + chunk_index)
+    noise_gen = torch.Generator(device=device).manual_seed(int(s.seed) * 1_000_003 + chunk_index + 7919)
+    full_batch = s.batch_size == s.n
+    sqrt_eps = math.sqrt(s.eps)
+
+    def make_step(wrapper):
+        def mean_loss(w, *batch):
+            losses = functional_call(wrapper, flat.unflatten(w), batch)
+            return losses.mean(), losses.mean().detach()
+
+        batch_dims = (None if full_batch else 0,) * len(datas[0])
+        return vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
+
+    steps = [make_step(w) for w in wrappers]
+
+    def potential_and_grad(k, w, idx):
+        batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
+        g, loss = steps[k](w, *batch)
+        drift = s.nbeta * g + s.gamma * (w - w0)
+        u = s.nbeta * loss + 0.5 * s.gamma * ((w - w0) ** 2).sum(-1)
+        return drift, u, loss
+
+    keep = s.draws - s.burn_in
+    trace = torch.empty(K, C, keep, dtype=torch.float64, device=device)
+    first_bad = torch.full((K, C), -1, dtype=torch.long, device=device)
+    accept_sum = torch.zeros(K, C, dtype=torch.float64, device=device)
+    sep = torch.empty(C, keep, dtype=torch.float64, device=device) if K == 2 else None
+    max_sep = torch.zeros(C, dtype=torch.float64, device=device) if K == 2 else None
+
+    w = [w0.expand(C, -1).clone() for _ in range(K)]
+    prev = [None] * K
+    data_device = datas[0][0].device
+    for t in range(s.draws + 1):
+        idx = None
+        if not full_batch:
+            # a fresh minibatch per chain: m indices drawn uniformly (with replacement)
+            idx = torch.randint(0, s.n, (C, s.batch_size), generator=gen).to(data_device)
+        noise = torch.randn(C, w0.numel(), generator=noise_gen, device=device, dtype=w0.dtype) if t < s.draws else None
+        for k in range(K):
+            drift, u, loss = potential_and_grad(k, w[k], idx)
+            if prev[k] is not None:  # MALA acceptance of the proposal w_prev -> w
+                w_prev, drift_prev, u_prev = prev[k]
+                fwd = ((w[k] - w_prev + 0.5 * s.eps * drift_prev) ** 2).sum(-1)
+                bwd = ((w_prev - w[k] + 0.5 * s.eps * drift) ** 2).sum(-1)
+                log_a = (u_prev - u) + (fwd - bwd) / (2 * s.eps)
+                accept_sum[k] += torch.exp(torch.clamp(log_a, max=0.0)).double().nan_to_num(0.0)
+            if t == s.draws:
+                break
+            bad = ~torch.isfinite(loss) | ~torch.isfinite(w[k]).all(-1)
+            first_bad[k] = torch.where((first_bad[k] < 0) & bad, torch.full_like(first_bad[k], t), first_bad[k])
+            if t >= s.burn_in:
+                trace[k, :, t - s.burn_in] = loss.double()
+            prev[k] = (w[k], drift, u)
+            w[k] = w[k] - 0.5 * s.eps * drift + sqrt_eps * noise
+        if K == 2 and t < s.draws:
+            d = (w[0] - w[1]).double().norm(dim=-1)
+            max_sep = torch.maximum(max_sep, d.nan_to_num(float("inf")))
+            if t >= s.burn_in:
+                sep[:, t - s.burn_in] = d
+        if bar is not None and t < s.draws:
+            bar.update(C)
+    out = {"trace": trace.cpu().numpy(), "first_bad": first_bad.cpu().numpy(),
+           "accept": (accept_sum / s.draws).cpu().numpy(), "chain_ids": chain_ids}
+    if K == 2:
+        out["sep"], out["max_sep"] = sep.cpu().numpy(), max_sep.cpu().numpy()
+    return out
+
+
+def _gather(parts: list[dict]) -> list[dict]:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return parts
+    everything = [None] * dist.get_world_size()
+    dist.all_gather_object(everything, parts)
+    return [p for rank_parts in everything for p in rank_parts]
+
+
+def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, progress, desc) -> tuple[list, float]:
+    flat = _Flat(model)
+    activation = max(_probe(model, fn, data, s.batch_size) for fn, data in targets)
+    chunk = _chunk_size(flat, activation, s.chains, device, chunk_size, len(targets))
+    rank, world = _distributed()
+    model = model.to(device)
+    flat.w0 = flat.w0.to(device)
+    wrappers = [_LossModule(model, fn) for fn, _ in targets]
+    datas = [tuple(t.to(device) for t in data) for _, data in targets]
+    chunks = [np.arange(a, min(a + chunk, s.chains)) for a in range(0, s.chains, chunk)]
+    mine = [(j, ids) for j, ids in enumerate(chunks) if j % world == rank]
+    total = sum(len(ids) for _, ids in mine) * s.draws
+    bar = progress_bar(desc=desc, total=total, disable=not progress) if progress else None
+    start = time.perf_counter()
+    parts = []
+    for j, ids in mine:
+        parts.append(_run_chunk(wrappers, datas, flat, s, ids, j, device, bar))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    if bar is not None:
+        bar.close()
+    parts = sorted(_gather(parts), key=lambda p: p["chain_ids"][0])
+    return parts, seconds
+
+
+def _result(parts: list[dict], k: int, init_loss: float, s: _Settings, seconds: float) -> LLCResult:
+    trace = np.concatenate([p["trace"][k] for p in parts], axis=0)
+    first_bad = np.concatenate([p["first_bad"][k] for p in parts])
+    accept = np.concatenate([p["accept"][k] for p in parts])
+    per_chain = s.nbeta * (trace.mean(axis=1) - init_loss)
+    divergent = [{"chain": int(c), "step": int(first_bad[c]), "eps": s.eps} for c in np.flatnonzero(first_bad >= 0)]
+    good = first_bad < 0
+    if not good.any():
+        raise LLCDivergenceError(f"every one of the {s.chains} chains diverged (first at step "
+                                 f"{int(first_bad.min())}) with eps = {s.eps:g}, nbeta = {s.nbeta:g}, "
+                                 f"gamma = {s.gamma:g}: lower 'eps' or raise 'gamma'")
+    if divergent:
+        shown = ", ".join(f"chain {d['chain']} at step {d['step']}" for d in divergent[:5])
+        warnings.warn(f"{len(divergent)} of {s.chains} SGLD chains diverged with eps = {s.eps:g} ({shown}"
+                      f"{', …' if len(divergent) > 5 else ''}); they are left out of the estimate", RuntimeWarning,
+                      stacklevel=3)
+    kept = per_chain[good]
+    se = float(kept.std(ddof=1) / math.sqrt(len(kept))) if len(kept) > 1 else float("nan")
+    good_trace = trace[good]
+    diagnostics = {"ess": effective_sample_size(good_trace), "rhat": split_rhat(good_trace),
+                   "mala_acceptance": accept, "divergent": divergent,
+                   "mala_exact": s.batch_size == s.n}
+    return LLCResult(llc=float(kept.mean()), se=se, per_chain=per_chain, loss=trace, init_loss=init_loss,
+                     nbeta=s.nbeta, diagnostics=diagnostics, settings=s.as_dict(), seconds=seconds)
+
+
+def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, eps, chains, draws, burn_in,
+                 batch_size, seed, device="auto", chunk_size=None, progress=True) -> LLCResult:
+    """λ̂(w*) = nβ ( E[L_n(w)] − L_n(w*) ) by SGLD (MATH.md §6), ``chains`` chains at once.
+
+    ``model``: a ``torch.nn.Module`` at w* (its trainable parameters are sampled; buffers
+    stay). ``loss_fn(model, batch)``: per-sample losses, shape (B,), for ``batch`` a tuple
+    of tensors (rows of ``data``); it must call the model it is given. ``data``: a tuple of
+    tensors indexed on dim 0 (n samples). ``nbeta`` = nβ, default n / log n (β* = 1/log n);
+    ``gamma`` = γ, the localisation strength; ``eps`` = ε, the step size (noise variance).
+    ``draws`` SGLD steps per chain, of which the first ``burn_in`` are discarded.
+    ``batch_size`` = m (= n for full-batch gradients). Everything is checked before
+    sampling; see :class:`LLCResult` for what is returned.
+    """
+    data = _check_data(data)
+    if not isinstance(model, nn.Module):
+        raise LLCInputError(f"parameter 'model' must be a torch.nn.Module; got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise LLCInputError("parameter 'loss_fn' must be callable as loss_fn(model, batch)")
+    s = _settings(data, nbeta=nbeta, gamma=gamma, eps=eps, chains=chains, draws=draws, burn_in=burn_in,
+                  batch_size=batch_size, seed=seed)
+    device = resolve_device(device)
+    init_loss = _full_loss(model, loss_fn, data, s.batch_size)
+    parts, seconds = _sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
+                             progress=progress, desc="SGLD chain-steps")
+    return _result(parts, 0, init_loss, s, seconds)
+
+
+def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn_b: LossFn | None = None,
+                   nbeta=None, gamma, eps, chains, draws, burn_in, batch_size, seed, device="auto",
+                   chunk_size=None, progress=True) -> CoupledResult:
+    """Two SGLD samplers from the same w* with the same minibatch indices and the same noise.
+
+    Target a is (``loss_fn``, ``data_a``), target b is (``loss_fn_b`` or ``loss_fn``,
+    ``data_b``), e.g. samples from q and from q^(χ) (MATH.md §7; Chen & Murfet Thms
+    7.3–7.4). Both data sets must have the same n so that one index stream serves both;
+    nβ defaults to n / log n for both. Returns both estimates and the chains' separations.
+    """
+    data_a, data_b = _check_data(data_a, "data_a"), _check_data(data_b, "data_b")
+    if data_a[0].shape[0] != data_b[0].shape[0]:
+        raise LLCInputError(f"parameters 'data_a' and 'data_b' must have the same number of samples; got "
+                            f"{data_a[0].shape[0]} and {data_b[0].shape[0]}")
+    loss_fn_b = loss_fn if loss_fn_b is None else loss_fn_b
+    s = _settings(data_a, nbeta=nbeta, gamma=gamma, eps=eps, chains=chains, draws=draws, burn_in=burn_in,
+                  batch_size=batch_size, seed=seed)
+    device = resolve_device(device)
+    init = [_full_loss(model, fn, d, s.batch_size) for fn, d in ((loss_fn, data_a), (loss_fn_b, data_b))]
+    parts, seconds = _sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
+                             chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps")
+    a, b = (_result(parts, k, init[k], s, seconds) for k in range(2))
+    return CoupledResult(a=a, b=b, separation=np.concatenate([p["sep"] for p in parts]),
+                         max_separation=np.concatenate([p["max_sep"] for p in parts]))
+
+
+# ----- calibration --------------------------------------------------------------------------
+
+def sweep(model: nn.Module, loss_fn: LossFn, data, *, grid: dict[str, Sequence], progress=False,
+          **settings) -> list[tuple[dict, LLCResult | None]]:
+    """Run :func:`estimate_llc` at every point of ``grid`` (e.g. ``{"eps": [...], "gamma": [...]}``).
+
+    ``settings`` are the fixed keyword arguments of :func:`estimate_llc`. Returns
+    (point, result) pairs; a point where every chain diverged gives ``None`` (and a
+    warning) instead of stopping the sweep.
+    """
+    allowed = {"eps", "gamma", "nbeta", "batch_size", "chains", "draws", "burn_in"}
+    unknown = set(grid) - allowed
+    if unknown:
+        raise LLCInputError(f"parameter 'grid' may vary {sorted(allowed)}; got {sorted(unknown)}")
+    points = [{}]
+    for name, values in grid.items():
+        points = [{**p, name: v} for p in points for v in values]
+    out = []
+    for point in points:
+        try:
+            out.append((point, estimate_llc(model, loss_fn, data, progress=progress, **{**settings, **point})))
+        except LLCDivergenceError as err:
+            warnings.warn(f"sweep point {point}: {err}", RuntimeWarning, stacklevel=2)
+            out.append((point, None))
+    return out
+
+
+def plot_sweep(results, *, vary: str, ax_traces=None, ax_llc=None, truth=None, chosen=None, max_chains: int = 4):
+    """Loss traces per setting of ``vary`` (left) and λ̂ ± 2 s.e. against it (right)."""
+    import matplotlib.pyplot as plt
+
+    if ax_traces is None or ax_llc is None:
+        _, (ax_traces, ax_llc) = plt.subplots(1, 2, figsize=(11, 4))
+    colors = plt.cm.viridis(np.linspace(0, 0.9, max(len(results), 1)))
+    xs, ys, es = [], [], []
+    for color, (point, res) in zip(colors, results):
+        if res is None:
+            continue
+        lam = res.nbeta * (res.loss[:max_chains] - res.init_loss)
+        for c, row in enumerate(lam):
+            ax_traces.plot(np.arange(res.settings["burn_in"], res.settings["draws"]), row, color=color, lw=0.7,
+                           alpha=0.8, label=f"{vary} = {point[vary]:.3g}" if c == 0 else None)
+        xs.append(point[vary]); ys.append(res.llc); es.append(2 * res.se)
+    ax_traces.set_xlabel("SGLD step")
+    ax_traces.set_ylabel("nβ (L_B(w_t) − L_n(w*))")
+    ax_traces.legend(fontsize=9)
+    ax_llc.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label="λ̂ ± 2 s.e.")
+    if truth is not None:
+        ax_llc.axhline(truth, color="k", ls="--", lw=1, label=f"λ = {truth:g}")
+    if chosen is not None:
+        ax_llc.axvline(chosen, color="tab:red", ls=":", lw=1.2, label=f"chosen {vary} = {chosen:g}")
+    ax_llc.set_xscale("log")
+    ax_llc.set_xlabel(vary)
+    ax_llc.set_ylabel("λ̂")
+    ax_llc.legend(fontsize=9)
+    return ax_traces, ax_llc
+
+
+
+
+
+def extrapolate_eps(results: Sequence[LLCResult]) -> tuple[float, float]:
+    """λ̂ at ε → 0 from estimates at several ε: weighted least squares of λ̂(ε) = λ̂₀ + aε.
+
+    SGLD's discretisation bias is O(ε) to first order (Euler–Maruyama), so a line in ε
+    through two or more step sizes removes it (Richardson extrapolation). Returns
+    (λ̂₀, its standard error), the weights being 1/s.e.² of each estimate.
+    """
+    if len(results) < 2:
+        raise LLCInputError(f"parameter 'results' must hold estimates at >= 2 step sizes; got {len(results)}")
+    eps = np.array([r.settings["eps"] for r in results])
+    if len(set(eps.tolist())) < 2:
+        raise LLCInputError("parameter 'results' must hold estimates at >= 2 different step sizes eps")
+    y = np.array([r.llc for r in results])
+    w = 1.0 / np.maximum(np.array([r.se for r in results]), 1e-300) ** 2
+    X = np.stack([np.ones_like(eps), eps], axis=1)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ X.T @ (w * y)
+    return float(coef[0]), float(math.sqrt(cov[0, 0]))
+
+
+__all__ = ["CoupledResult", "LLCDivergenceError", "LLCInputError", "LLCMemoryError", "LLCResult", "coupled_chains",
+           "extrapolate_eps",
+           "effective_sample_size", "estimate_llc", "normal_crossing_llc", "plot_sweep", "regular_llc", "rrr_llc",
+           "split_rhat", "sweep"]

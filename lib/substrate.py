@@ -1,0 +1,53 @@
+"""The book's shared substrate as the Introduction builds it: corpus → BPE tokenizer → token
+streams → the miniature Pythia suite, each step cached by :mod:`lib.book.cache`.
+
+Chapters that study the trained models (e.g. "Learning coefficients") call
+:func:`book_suite`, which resolves the Introduction's declared parameters for a profile
+and replays the same pipeline, so it reads the cache the Introduction filled.
+"""
+from __future__ import annotations
+
+from .models import mini_pythia
+from .text import corpus as corpora, tokenization
+
+HELDOUT_FRACTION = 0.1
+
+
+def load_text(corpus: str, max_corpus_mb: float):
+    """The corpus ``corpus`` (a hub dataset ``hf:…`` is streamed up to ``max_corpus_mb``)."""
+    streamed = corpus.startswith("hf:")
+    return corpora.load_corpus(corpus, **({"max_bytes": int(max_corpus_mb * 1e6)} if streamed else {}))
+
+
+def tokenized_corpus(text, tokenizer: str, seed: int):
+    """(tokenizer, train stream, held-out stream, held-out document indices) of ``text``.
+
+    The documents are split 90/10 with ``seed``; a BPE tokenizer sees the training
+    documents only.
+    """
+    train_idx, held_idx = text.split(heldout_fraction=HELDOUT_FRACTION, seed=seed)
+    tok = tokenization.get_tokenizer(tokenizer, corpus=text.subset(train_idx))
+    train, held = tokenization.train_heldout(text, tok, heldout_fraction=HELDOUT_FRACTION, seed=seed)
+    return tok, train, held, held_idx
+
+
+def train_book_suite(train, held, tok, *, profile: str, model_sizes, context_length: int, train_steps: int,
+                     batch_size: int, seed: int, device):
+    """The mini-Pythia suite on these streams: peak lr 1e-3 (ci) or 6e-4 (paper), 5% warm-up."""
+    return mini_pythia.train_suite(
+        train.tokens, held.tokens, sizes=model_sizes, vocab_size=tok.vocab_size, context_length=context_length,
+        steps=train_steps, batch_size=batch_size, lr=1e-3 if profile == "ci" else 6e-4,
+        warmup_steps=max(1, train_steps // 20), seed=seed, device=device)
+
+
+def book_suite(profile: str = "ci", seed: int = 0, device="auto"):
+    """(suite, tokenizer, train stream, held-out stream) of the Introduction at ``profile``."""
+    from .book.chapters import get_chapter
+
+    p = get_chapter("intro").resolve({"profile": profile, "seed": seed, "device": device})
+    text = load_text(p["corpus"], p["max_corpus_mb"])
+    tok, train, held, _ = tokenized_corpus(text, p["tokenizer"], seed)
+    suite = train_book_suite(train, held, tok, profile=profile, model_sizes=p["model_sizes"],
+                             context_length=p["context_length"], train_steps=p["train_steps"],
+                             batch_size=p["batch_size"], seed=seed, device=device)
+    return suite, tok, train, held

@@ -1,0 +1,87 @@
+"""Closed-form learning coefficients (lib.known_llc): each formula checked both ways."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lib import known_llc
+from lib.known_llc import normal_crossing_llc, regular_llc, rrr_llc
+
+
+@pytest.mark.parametrize("M,H,N,expected,case", [
+    (5, 3, 5, 6.5, "1 odd"), (5, 4, 5, 8.0, "1 even"), (4, 3, 8, 6.0, "2"), (8, 3, 4, 6.0, "3"), (3, 8, 4, 6.0, "4")])
+def test_rrr_devinterp_cases(M, H, N, expected, case):
+    lam = rrr_llc(M, H, N, 0)
+    assert float(lam) == expected and lam.case == case
+    assert lam.multiplicity == (2 if case == "1 odd" else 1)
+
+
+@pytest.mark.parametrize("M,H,N,r,expected,case", [
+    (5, 3, 5, 1, 8.0, "1 even"), (5, 3, 5, 2, 9.5, "1 odd"), (4, 3, 8, 2, 11.0, "2"), (8, 3, 4, 1, 8.5, "3"),
+    (3, 8, 4, 2, 6.0, "4")])
+def test_rrr_positive_rank_cases(M, H, N, r, expected, case):
+    lam = rrr_llc(M, H, N, r)
+    assert float(lam) == expected and lam.case == case
+
+
+def test_rrr_full_true_rank_is_regular():
+    """r = H: the model is regular at the truth, λ = dim(rank-H matrices)/2, in every case."""
+    for M in range(1, 7):
+        for N in range(1, 7):
+            for H in range(1, min(M, N) + 1):
+                assert float(rrr_llc(M, H, N, H)) == H * (M + N - H) / 2, (M, H, N)
+
+
+def test_rrr_never_exceeds_half_the_dimension():
+    for M in range(1, 6):
+        for N in range(1, 6):
+            for H in range(1, 6):
+                for r in range(0, min(M, H, N) + 1):
+                    assert 0 <= float(rrr_llc(M, H, N, r)) <= H * (M + N) / 2
+
+
+@pytest.mark.parametrize("bad", [dict(M=0, H=1, N=1), dict(M=2, H=2, N=2, r=3), dict(M=2.5, H=1, N=1),
+                                 dict(M=2, H=1, N=2, r=-1)])
+def test_rrr_rejects_bad_dimensions(bad):
+    with pytest.raises(ValueError, match="parameter"):
+        rrr_llc(**bad)
+
+
+def test_normal_crossing_and_regular():
+    assert float(normal_crossing_llc([1, 3])) == pytest.approx(1 / 6)
+    assert normal_crossing_llc([1, 3]).multiplicity == 1
+    assert normal_crossing_llc([2, 2]).multiplicity == 2
+    assert float(regular_llc(7)) == 3.5
+    for bad in ([], [0], [1.5]):
+        with pytest.raises(ValueError, match="parameter 'k'"):
+            normal_crossing_llc(bad)
+
+
+def test_quadrature_gaussian_closed_form_and_limit():
+    """k = (1,): E[nβK] = ½ nβc/(nβc + γ) exactly; larger k tend to λ as nβ grows."""
+    for nb, g in [(10.0, 1.0), (1e3, 3.0)]:
+        assert known_llc.normal_crossing_tempered_mean([1], nb, g) == pytest.approx(0.5 * nb / (nb + g), rel=1e-4)
+    assert known_llc.normal_crossing_tempered_mean([2], 1e8, 1.0) == pytest.approx(0.25, rel=2e-3)
+    assert known_llc.normal_crossing_tempered_mean([1, 3], 1e3, 1.0) < 0.95 / 6  # far from λ at small nβ
+    with pytest.raises(ValueError):
+        known_llc.normal_crossing_tempered_mean([1, 1, 1], 10.0, 1.0)
+
+
+def test_regular_sgld_mean():
+    sigma = np.diag([1.0, 2.0, 0.5])
+    assert known_llc.regular_sgld_mean(sigma, 1e9, 0.0, 1e-15) == pytest.approx(1.5, rel=1e-6)
+    assert known_llc.regular_sgld_mean(sigma, 100.0, 0.0, 0.01) > 1.5  # Euler inflates the variance
+    assert math.isinf(known_llc.regular_sgld_mean(sigma, 100.0, 0.0, 0.03))  # ε a ≥ 4: unstable
+
+
+def test_problems_sit_at_the_truth():
+    p = known_llc.rrr_problem(5, 3, 4, 2, n=50)
+    with torch.no_grad():
+        assert known_llc.squared_error(p.model, p.data).abs().max() < 1e-10
+        prod = p.model.B.weight @ p.model.A.weight
+    assert torch.linalg.matrix_rank(prod) == 2
+    nc = known_llc.normal_crossing_problem([1, 2], n=20)
+    assert float(nc.truth) == 0.25 and torch.all(nc.model.w == 0)
+    noisy = known_llc.regular_problem(3, n=20, noise=1.0)
+    assert known_llc.squared_error(noisy.model, noisy.data).detach().abs().max() > 0

@@ -1,0 +1,246 @@
+"""The SGLD LLC estimator (lib.llc): correctness against exact targets, reproducibility,
+bad input refused before sampling, divergence, coupling, diagnostics, torchrun."""
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from lib import known_llc, llc
+from lib.known_llc import squared_error
+
+SMALL = dict(nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8, draws=300, burn_in=100, batch_size=50, seed=0,
+             device="cpu", progress=False)
+
+
+@pytest.fixture(scope="module")
+def regular():
+    return known_llc.regular_problem(3, n=50, seed=1)
+
+
+def test_result_shapes_and_burn_in_excluded(regular):
+    res = llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
+    assert res.loss.shape == (8, 200) and res.per_chain.shape == (8,)
+    assert res.llc == pytest.approx(res.per_chain.mean())
+    assert res.llc == pytest.approx(1000.0 * (res.loss.mean() - res.init_loss))
+    assert res.diagnostics["ess"].shape == (8,) and np.isfinite(res.diagnostics["rhat"])
+    assert res.init_loss == pytest.approx(0.0, abs=1e-12)
+
+
+def test_burn_in_draws_change_nothing_after_them(regular):
+    """The kept draws of a run with burn-in are the tail of the run without it (same seed)."""
+    a = llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
+    b = llc.estimate_llc(regular.model, squared_error, regular.data, **{**SMALL, "burn_in": 0})
+    np.testing.assert_array_equal(a.loss, b.loss[:, 100:])
+    assert not np.array_equal(a.per_chain, b.per_chain)
+
+
+def test_same_seed_bit_identical_other_seed_differs(regular):
+    a = llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
+    b = llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
+    c = llc.estimate_llc(regular.model, squared_error, regular.data, **{**SMALL, "seed": 1})
+    np.testing.assert_array_equal(a.loss, b.loss)
+    assert not np.array_equal(a.loss, c.loss)
+
+
+def test_regular_matches_exact_euler_target():
+    """Full-batch SGLD on a quadratic loss has a closed-form stationary mean (both ways)."""
+    p = known_llc.regular_problem(3, n=40, seed=2)
+    x = p.data[0]
+    sigma = (x.T @ x / 40).numpy()
+    settings = dict(nbeta=500.0, gamma=1.0, chains=64, draws=1500, burn_in=300, batch_size=40, seed=3, device="cpu",
+                    progress=False)
+    for eps in (4e-4, 1e-4):
+        res = llc.estimate_llc(p.model, squared_error, p.data, eps=eps, **settings)
+        target = known_llc.regular_sgld_mean(sigma, 500.0, 1.0, eps)
+        assert abs(res.llc - target) < 4 * res.se, (eps, res.llc, target, res.se)
+    # the check can fail: the same run is far from a wrong target (d/2 + 20%)
+    assert abs(res.llc - 1.2 * 1.5) > 4 * res.se
+
+
+def test_minibatch_gradient_still_close(regular):
+    res = llc.estimate_llc(regular.model, squared_error, regular.data,
+                           **{**SMALL, "batch_size": 10, "chains": 32, "draws": 800, "burn_in": 200})
+    assert res.llc == pytest.approx(1.5, rel=0.2)
+    assert res.diagnostics["mala_exact"] is False
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(eps=0.0), "'eps'"), (dict(eps=-1e-3), "'eps'"), (dict(eps=float("nan")), "'eps'"),
+    (dict(chains=0), "'chains'"), (dict(draws=100, burn_in=100), "'draws'"), (dict(batch_size=51), "'batch_size'"),
+    (dict(gamma=-1.0), "'gamma'"), (dict(nbeta=0.0), "'nbeta'"), (dict(seed=-1), "'seed'")])
+def test_bad_settings_refused_before_sampling(regular, change, match):
+    calls = []
+
+    def counting_loss(model, batch):
+        calls.append(1)
+        return squared_error(model, batch)
+
+    with pytest.raises(llc.LLCInputError, match=match):
+        llc.estimate_llc(regular.model, counting_loss, regular.data, **{**SMALL, **change})
+    assert not calls
+
+
+def test_bad_loss_and_data_refused(regular):
+    with pytest.raises(llc.LLCInputError, match="shape"):
+        llc.estimate_llc(regular.model, lambda m, b: squared_error(m, b).mean(), regular.data, **SMALL)
+    with pytest.raises(llc.LLCInputError, match="shape"):
+        llc.estimate_llc(regular.model, lambda m, b: squared_error(m, b)[:, None], regular.data, **SMALL)
+    x, y = regular.data
+    with pytest.raises(llc.LLCInputError, match="one length"):
+        llc.estimate_llc(regular.model, squared_error, (x, y[:-1]), **SMALL)
+    with pytest.raises(llc.LLCInputError, match="non-finite"):
+        llc.estimate_llc(regular.model, lambda m, b: squared_error(m, b) * float("nan"), regular.data, **SMALL)
+    # the good call passes
+    llc.estimate_llc(regular.model, squared_error, regular.data, **{**SMALL, "draws": 3, "burn_in": 1})
+
+
+def test_memory_check(regular, monkeypatch):
+    monkeypatch.setattr(llc, "_available_bytes", lambda device: 1000)
+    with pytest.raises(llc.LLCMemoryError, match="batch_size"):
+        llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
+    monkeypatch.setattr(llc, "_available_bytes", lambda device: 10**6)
+    with pytest.raises(llc.LLCMemoryError, match="chunk_size"):
+        llc.estimate_llc(regular.model, squared_error, regular.data, chunk_size=10**6, **SMALL)
+    llc.estimate_llc(regular.model, squared_error, regular.data, chunk_size=2, **{**SMALL, "draws": 3, "burn_in": 1})
+
+
+def test_divergent_chains_flagged_and_excluded():
+    """On y = x w² (quartic loss) explicit Euler blows up once a chain wanders past |w| ~ 1/√(ε nβ)."""
+    p = known_llc.normal_crossing_problem([2], n=50)
+    kw = {**SMALL, "chains": 16}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "eps": 1.2e-2})
+    flagged = res.diagnostics["divergent"]
+    assert 0 < len(flagged) < 16
+    assert all(d["eps"] == 1.2e-2 and 0 <= d["step"] < 300 for d in flagged)
+    assert np.isfinite(res.llc) and any("diverged" in str(w.message) for w in caught)
+    bad = [d["chain"] for d in flagged]
+    assert not np.any(np.isfinite(res.per_chain[bad]))
+    good = np.setdiff1d(np.arange(16), bad)
+    assert res.llc == pytest.approx(res.per_chain[good].mean())
+    calm = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "eps": 1e-3})
+    assert calm.diagnostics["divergent"] == []
+    with pytest.raises(llc.LLCDivergenceError, match="eps"):
+        llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "eps": 2e-2})
+
+
+def test_chunking_splits_work_not_results_per_chunk(regular):
+    a = llc.estimate_llc(regular.model, squared_error, regular.data, **{**SMALL, "chunk_size": 4})
+    b = llc.estimate_llc(regular.model, squared_error, regular.data, **{**SMALL, "chunk_size": 4})
+    np.testing.assert_array_equal(a.loss, b.loss)
+    assert a.loss.shape == (8, 200)
+
+
+def test_coupled_chains():
+    p = known_llc.rrr_problem(4, 2, 3, 1, n=40)
+    kw = {**SMALL, "batch_size": 40}
+    same = llc.coupled_chains(p.model, squared_error, p.data, p.data, **kw)
+    assert same.max_separation.max() == 0.0
+    np.testing.assert_array_equal(same.a.loss, same.b.loss)
+    single = llc.estimate_llc(p.model, squared_error, p.data, **kw)
+    x, y = p.data
+    other = llc.coupled_chains(p.model, squared_error, p.data, (x, y + 0.1), **kw)
+    assert other.max_separation.max() > 0 and other.separation.shape == (8, 200)
+    with pytest.raises(llc.LLCInputError, match="same number"):
+        llc.coupled_chains(p.model, squared_error, p.data, (x[:-1], y[:-1]), **kw)
+    assert single.loss.shape == same.a.loss.shape
+
+
+def test_ess_and_rhat_both_ways():
+    rng = np.random.default_rng(0)
+    iid = rng.standard_normal((4, 4000))
+    assert np.all(np.abs(llc.effective_sample_size(iid) / 4000 - 1) < 0.15)
+    ar = np.zeros((4, 4000))
+    for t in range(1, 4000):
+        ar[:, t] = 0.9 * ar[:, t - 1] + rng.standard_normal(4)
+    ess = llc.effective_sample_size(ar)
+    assert np.all((ess > 4000 * 0.1 / 1.9 * 0.5) & (ess < 4000 * 0.1 / 1.9 * 1.6))
+    assert llc.split_rhat(iid) < 1.01
+    shifted = iid + np.array([0, 0, 0, 3.0])[:, None]
+    assert llc.split_rhat(shifted) > 1.1
+    drifting = iid + np.linspace(0, 3, 4000)
+    assert llc.split_rhat(drifting) > 1.1
+
+
+def test_extrapolate_eps():
+    class R:  # a stand-in with the fields extrapolate_eps reads
+        def __init__(self, eps, value):
+            self.settings, self.llc, self.se = {"eps": eps}, value, 0.01
+
+    value, se = llc.extrapolate_eps([R(0.2, 3.0 + 0.2 * 5), R(0.1, 3.0 + 0.1 * 5), R(0.05, 3.0 + 0.05 * 5)])
+    assert value == pytest.approx(3.0) and se > 0
+    with pytest.raises(llc.LLCInputError):
+        llc.extrapolate_eps([R(0.1, 1.0)])
+    with pytest.raises(llc.LLCInputError):
+        llc.extrapolate_eps([R(0.1, 1.0), R(0.1, 2.0)])
+
+
+def test_mala_acceptance_falls_with_step_size(regular):
+    small = llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
+    large = llc.estimate_llc(regular.model, squared_error, regular.data, **{**SMALL, "eps": 2.5e-3})
+    assert small.diagnostics["mala_acceptance"].mean() > 0.95
+    assert large.diagnostics["mala_acceptance"].mean() < small.diagnostics["mala_acceptance"].mean() - 0.05
+
+
+def test_sweep_and_plot(regular):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    out = llc.sweep(regular.model, squared_error, regular.data, grid={"eps": [1e-4, 2e-4]},
+                    **{k: v for k, v in SMALL.items() if k not in ("eps", "progress")})
+    assert [p["eps"] for p, _ in out] == [1e-4, 2e-4] and all(r is not None for _, r in out)
+    llc.plot_sweep(out, vary="eps", truth=1.5, chosen=1e-4)
+    with pytest.raises(llc.LLCInputError, match="grid"):
+        llc.sweep(regular.model, squared_error, regular.data, grid={"lr": [1]}, **SMALL)
+
+
+def test_transformer_language_model_under_vmap():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from lib.models.causal_lm import sequence_loss
+
+    torch.manual_seed(0)
+    cfg = GPTNeoXConfig(vocab_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=16)
+    model = GPTNeoXForCausalLM(cfg).eval()
+    ids = torch.randint(0, 32, (64, 16))
+    res = llc.estimate_llc(model, sequence_loss, (ids,), gamma=100.0, eps=1e-5, chains=2, draws=6, burn_in=2,
+                           batch_size=4, seed=0, device="cpu", progress=False)
+    assert res.loss.shape == (2, 4) and np.isfinite(res.llc)
+
+
+WORKER = r"""
+import json, sys, torch
+from lib import known_llc, llc
+p = known_llc.regular_problem(3, n=50, seed=1)
+res = llc.estimate_llc(p.model, known_llc.squared_error, p.data, nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8,
+                       draws=60, burn_in=10, batch_size=10, seed=0, device="cpu", progress=False, chunk_size=2)
+import torch.distributed as dist
+rank = dist.get_rank() if dist.is_initialized() else 0
+if rank == 0:
+    json.dump({"loss": res.loss.tolist(), "llc": res.llc}, open(sys.argv[1], "w"))
+"""
+
+
+def test_torchrun_two_processes_match_one(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = {"PYTHONPATH": str(__import__("lib").REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    import os
+
+    env = {**os.environ, **env}
+    one = subprocess.run([sys.executable, str(script), str(tmp_path / "one.json")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+                          str(script), str(tmp_path / "two.json")], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a = json.loads((tmp_path / "one.json").read_text())
+    b = json.loads((tmp_path / "two.json").read_text())
+    assert a == b
