@@ -24,10 +24,16 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
+## The devinterp baseline venvs of bench_llc.py (.venv-devinterp2, .venv-devinterp1).
+BENCH_STAMPS := .venv-devinterp2/.installed .venv-devinterp1/.installed
+
+$(BENCH_STAMPS) &: requirements-bench.txt scripts/setup_bench.sh
+	bash scripts/setup_bench.sh
+
 ## Every benchmark, side by side with its baseline; JSON results in _build/bench/.
-bench: setup
+bench: setup $(BENCH_STAMPS)
 	mkdir -p _build/bench
-	set -e; for b in ngrams modes examples isan; do \
+	set -e; for b in ngrams modes examples isan llc; do \
 	  echo "== benchmarks/bench_$$b.py"; \
 	  $(PY) benchmarks/bench_$$b.py --json _build/bench/$$b.json; \
 	done
