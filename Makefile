@@ -27,7 +27,7 @@ test-fast: setup
 ## The devinterp baseline venvs of bench_llc.py (.venv-devinterp2, .venv-devinterp1).
 BENCH_STAMPS := .venv-devinterp2/.installed .venv-devinterp1/.installed
 
-$(BENCH_STAMPS) &: requirements-bench.txt scripts/setup_bench.sh
+$(BENCH_STAMPS): requirements-bench.txt scripts/setup_bench.sh
 	bash scripts/setup_bench.sh
 
 ## Every benchmark, side by side with its baseline; JSON results in _build/bench/.
