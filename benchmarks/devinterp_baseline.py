@@ -31,6 +31,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -178,6 +179,7 @@ def main(argv=None) -> int:
         spec = json.loads(Path(arg).read_text())
     spec = dict(spec)
     spec["data"] = str(Path(spec["data"]).resolve())
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally`s: temporary files go
 
     # Everything the run writes lands in a fresh directory, measured and removed at the end.
     work = Path(tempfile.mkdtemp(prefix="devinterp-bench-"))
