@@ -20,8 +20,6 @@ and the formula's ``case``. The modules and data makers realise each family so t
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from dataclasses import dataclass
 
@@ -47,8 +45,8 @@ class LearningCoefficient(float):
 
 def _dims(**dims) -> dict[str, int]:
     for name, value in dims.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "r" else 1):
-            low = 0 if name == "r" else 1
+        low = 0 if name == "r" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"parameter '{name}' must be an integer >= {low}; got {value!r}")
     return dims
 
@@ -231,15 +229,12 @@ def normal_crossing_tempered_mean(k, nbeta: float, gamma: float, scale: float = 
     if len(k) > 2:
         raise ValueError(f"parameter 'k' must have at most 2 entries for quadrature; got {len(k)}")
     s = np.linspace(-40.0, 4.0, points)
-    w = np.exp(s)
-    log_jac = s
     grids = np.meshgrid(*([s] * len(k)), indexing="ij")
     log_k = np.log(nbeta * scale / 2) + sum(2 * ki * g for ki, g in zip(k, grids))
     energy = np.exp(log_k)                                   # nβ K(w)
     log_weight = -energy - 0.5 * gamma * sum(np.exp(2 * g) for g in grids) + sum(grids)
     log_weight -= log_weight.max()
     weight = np.exp(log_weight)
-    del w, log_jac
     return float((weight * energy).sum() / weight.sum())
 
 
