@@ -40,11 +40,16 @@ def train_book_suite(train, held, tok, *, profile: str, model_sizes, context_len
         warmup_steps=max(1, train_steps // 20), seed=seed, device=device)
 
 
-def book_suite(profile: str = "ci", seed: int = 0, device="auto"):
-    """(suite, tokenizer, train stream, held-out stream) of the Introduction at ``profile``."""
+def intro_settings(profile: str = "ci", seed: int = 0, device="auto") -> dict:
+    """The Introduction's parameters at ``profile`` (its presets): what :func:`book_suite` replays."""
     from .book.chapters import get_chapter
 
-    p = get_chapter("intro").resolve({"profile": profile, "seed": seed, "device": device})
+    return get_chapter("intro").resolve({"profile": profile, "seed": seed, "device": device})
+
+
+def book_suite(profile: str = "ci", seed: int = 0, device="auto"):
+    """(suite, tokenizer, train stream, held-out stream) of the Introduction at ``profile``."""
+    p = intro_settings(profile, seed, device)
     text = load_text(p["corpus"], p["max_corpus_mb"])
     tok, train, held, _ = tokenized_corpus(text, p["tokenizer"], seed)
     suite = train_book_suite(train, held, tok, profile=profile, model_sizes=p["model_sizes"],
