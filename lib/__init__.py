@@ -6,7 +6,9 @@ The tree shows the architecture:
 * the mathematics, one module per concept of the papers, at the top:
   :mod:`lib.languages` (exact languages), :mod:`lib.hilbert` (the Hilbert space),
   :mod:`lib.modes` (modes and effective distributions), :mod:`lib.perturbation`,
-  :mod:`lib.empirical_modes` (modes of real text), :mod:`lib.isan` (ISANs and logit rank)
+  :mod:`lib.empirical_modes` (modes of real text), :mod:`lib.llc` with :mod:`lib.known_llc` (learning
+  coefficients), :mod:`lib.conditional_models` and :mod:`lib.insensitivity` (mode insensitivity),
+  :mod:`lib.isan` (ISANs and logit rank)
   with :mod:`lib.isan_experiments`;
 * :mod:`lib.text`: the text pipeline (corpora, tokenizers, n-gram counts);
 * :mod:`lib.models`: the language models (one causal-LM interface, the mini-Pythia suite);

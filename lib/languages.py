@@ -805,3 +805,30 @@ def bigram_violation(joint, rows, col) -> float:
     in_S[np.asarray(rows)] = True
     cond = np.divide(J[:, col], qx, out=np.zeros(len(qx)), where=qx > 0)
     return float(max(np.abs(1 - cond[in_S]).max(), cond[~in_S & (qx > 0)].max(initial=0.0)))
+
+
+def mode_ladder(k: int = 1, l: int = 1, n_bigrams: int = 8, top: float = 0.08, ratio: float = 0.7,
+                collective_every: int = 3, background=4, noise: float = 0.0, rng=None) -> PlantedLanguage:
+    """A *mode ladder*: planted bigrams whose singular values decay geometrically.
+
+    Bigram i = 0..n_bigrams−1 has q(S_i) = top · ratio^i, so by Lemmas 5.2 / 5.6 (noise = 0)
+    its mode has σ_i = √q(S_i) = √top · ratio^{i/2}: a spectrum spread over a known ladder,
+    on top of the background chain's own modes. Every ``collective_every``-th bigram
+    (i ≡ collective_every − 1) is collective, with two histories holding 60% and 40% of q(S_i);
+    the others are absolute. ``background`` is a (B, B) row-stochastic matrix or B (drawn
+    from Dirichlet(1) with ``rng``). Built by ``plant_bigrams``, so the q(S_i) are exact."""
+    n_bigrams = _check_length(n_bigrams, "n_bigrams", 1)
+    if not 0 < ratio < 1:
+        raise ValueError(f"parameter 'ratio' must lie in (0, 1); got {ratio!r}")
+    if not 0 < top < 1:
+        raise ValueError(f"parameter 'top' must lie in (0, 1); got {top!r}")
+    every = _check_length(collective_every, "collective_every", 1)
+    absolute, collective = [], []
+    for i in range(n_bigrams):
+        q_s = top * ratio ** i
+        if every > 1 and i % every == every - 1:
+            collective.append((0.6 * q_s, 0.4 * q_s))
+        else:
+            absolute.append(q_s)
+    return plant_bigrams(k, l, background=background, absolute=tuple(absolute), collective=tuple(collective),
+                         noise=noise, rng=rng)

@@ -6,6 +6,7 @@ run on a GPU and on a laptop differs only in this switch.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -76,3 +77,19 @@ def describe_device(device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     return f"cpu ({os.cpu_count()} cores, torch {torch.__version__})"
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``torch.set_num_threads(n)``, restoring the previous count after.
+
+    Tiny models (thousands of parameters) gain nothing from intra-op threads, and on a
+    shared machine the threads' spin-waiting makes them several times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -30,3 +30,20 @@ def test_seeding_repeats_bit_for_bit():
     assert np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) and torch.equal(x[2], y[2])
     with pytest.raises(ValueError, match="parameter 'seed'"):
         seed_everything(-1)
+
+
+def test_torch_threads_sets_and_restores_the_thread_count():
+    import torch
+
+    from lib.book.device import torch_threads
+
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    try:
+        with torch_threads(1):
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    assert torch.get_num_threads() == before          # restored after an error too

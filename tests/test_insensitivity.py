@@ -1,0 +1,208 @@
+"""lib.insensitivity and lib.conditional_models: Defs 6.1–6.4, their identities, and bad input."""
+import numpy as np
+import pytest
+import torch
+
+from lib import conditional_models as cm
+from lib import insensitivity as ins
+from lib import languages as L
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    return cm.Support.of(L.mode_ladder(k=1, n_bigrams=5, rng=0), 1, 1, name="ladder")
+
+
+@pytest.fixture(scope="module")
+def factored(ladder):
+    tr = cm.train(ladder, {"kind": "factored", "hidden": 3, "embed_dim": 4}, n=2000, steps=150, seed=1,
+                  progress=False, use_cache=False)
+    return tr.model(ladder)
+
+
+def test_mode_ladder_has_the_planted_ladder_of_singular_values():
+    lang = L.mode_ladder(k=1, n_bigrams=6, top=0.08, ratio=0.5, rng=0)
+    sup = cm.Support.of(lang, 1, 1)
+    planted = sorted((m.sigma for m in lang.predicted_modes()), reverse=True)
+    assert np.allclose(planted, np.sqrt(0.08 * 0.5 ** np.arange(6)), rtol=1e-10)
+    for s in planted:                      # each planted σ is a singular value of the joint
+        assert np.min(np.abs(sup.modes.sigma - s)) < 1e-10
+    with pytest.raises(ValueError, match="ratio"):
+        L.mode_ladder(ratio=1.5)
+
+
+def test_a_family_that_is_not_a_language_is_refused():
+    A1 = np.array([0.5, 0.5])
+    A2 = np.array([[0.3, 0.3], [0.3, 0.1]])      # rows sum to 0.6, 0.4: not A_1
+    with pytest.raises(cm.SupportError, match="language condition"):
+        cm.Support.of(L.TensorLanguage([A1, A2]), 1, 1)
+    cm.Support.of(L.TensorLanguage([A1, np.array([[0.3, 0.2], [0.1, 0.4]])]), 1, 1)   # a language passes
+
+
+def test_tabular_jacobian_matches_the_closed_form(ladder):
+    torch.manual_seed(0)
+    model = cm.TabularModel(ladder.n_rows, ladder.n_cols).double()
+    J = ins.jacobian(model, ladder.modes).numpy()
+    p = torch.softmax(model.theta, -1).detach().numpy()
+    nx, ny = ladder.modes.shape
+    rows = ladder.modes.rows
+    want = np.zeros((nx, ny, ladder.n_rows, ny))
+    for i, x in enumerate(rows):
+        want[i, :, x, :] = np.eye(ny) - p[x][None, :]
+    assert np.abs(J - want.reshape(nx, ny, -1)).max() < 1e-12
+    want[0, 0, rows[0], 0] += 1e-3                              # the comparison sees a small change
+    assert np.abs(J - want.reshape(nx, ny, -1)).max() > 1e-4
+
+
+def test_tabular_delta_is_the_norm_of_the_difference_at_every_w(ladder):
+    """For the fully expressive model, ∇L − ∇L^(χ) = −D_χ entrywise (rows of D sum to 0)."""
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        model = cm.TabularModel(ladder.n_rows, ladder.n_cols).double()
+        for chi in (0, 2, ladder.modes.rank):
+            c = ins.constants(model, ladder.modes, chi)
+            D = ins.difference_weights(ladder.modes, chi)
+            assert c.delta == pytest.approx(np.linalg.norm(D), abs=1e-12)
+    assert ins.constants(model, ladder.modes, 0).delta > 0.1
+
+
+def test_the_pairing_identity_in_float64(ladder, factored):
+    chis = list(range(ladder.modes.rank + 1))
+    via_jacobian = ins.pairings(factored, ladder.modes, chis)
+    via_vjp = ins.constants_all(factored, ladder.modes, chis, max_bytes=10_000)   # cutoffs in several groups
+    for chi, pr, c in zip(chis, via_jacobian, via_vjp):
+        direct = ins.constants(factored, ladder.modes, chi)
+        assert np.abs(direct.grad_diff + pr.grad).max() < 1e-10          # ∇L − ∇L^(χ) = −g
+        assert abs(direct.loss_diff + pr.value) < 1e-10                  # L − L^(χ) = −e
+        assert np.abs(direct.grad_diff - c.grad_diff).max() < 1e-10
+        assert direct.delta == pytest.approx(c.delta, abs=1e-10)
+        assert direct.loss == pytest.approx(c.loss, abs=1e-12) and direct.loss_chi == pytest.approx(c.loss_chi, abs=1e-10)
+    # the comparison is not vacuous: a different cutoff gives a different vector
+    assert np.abs(via_jacobian[0].grad - via_jacobian[1].grad).max() > 1e-3
+
+
+def test_constants_vanish_once_q_chi_is_q(ladder, factored):
+    r = ladder.modes.rank
+    at_rank = ins.constants(factored, ladder.modes, r)
+    assert at_rank.delta < 1e-8 and at_rank.eps < 1e-8
+    # the constant function is in H_χ for every χ, so q^(χ) = q can happen below the rank
+    exact = ladder.modes.truncation_curve().first_exact()
+    below = ins.constants(factored, ladder.modes, exact - 1)
+    assert below.delta > 1e-4 and below.eps > 1e-4
+
+
+def test_chunked_jacobian_equals_one_chunk(ladder, factored):
+    whole = ins.jacobian(factored, ladder.modes)
+    d = whole.shape[-1]
+    tiny = 3 * ladder.n_cols * d * 8 * 2                       # two histories per chunk
+    assert torch.allclose(ins.jacobian(factored, ladder.modes, max_bytes=tiny), whole, rtol=0, atol=1e-14)  # rounding only
+
+
+def test_transformer_identity_in_float64(ladder):
+    torch.manual_seed(0)
+    model = cm.build({"kind": "transformer", "hidden": 8, "layers": 1, "heads": 2}, ladder, seed=0).double()
+    c_direct = ins.constants(model, ladder.modes, 2)
+    c_vjp = ins.constants_all(model, ladder.modes, [2])[0]
+    c_jac = ins.pairing(model, ladder.modes, 2)
+    assert np.abs(c_direct.grad_diff - c_vjp.grad_diff).max() < 1e-10
+    assert np.abs(c_direct.grad_diff + c_jac.grad).max() < 1e-10
+    assert c_direct.delta > 0
+
+
+@pytest.mark.parametrize("chi", [-1, 99, 1.5, True, "2"])
+def test_chi_outside_the_range_is_refused(ladder, factored, chi):
+    with pytest.raises(ins.InsensitivityError, match="parameter 'chi'"):
+        ins.constants(factored, ladder.modes, chi)
+
+
+def test_a_model_of_another_support_is_refused(ladder):
+    wrong_rows = cm.FactoredModel(ladder.n_rows + 1, ladder.n_cols).double()
+    with pytest.raises(ins.InsensitivityError, match="support does not match"):
+        ins.constants(wrong_rows, ladder.modes, 1)
+    wrong_cols = cm.FactoredModel(ladder.n_rows, ladder.n_cols + 2).double()
+    with pytest.raises(ins.InsensitivityError, match="support does not match"):
+        ins.constants(wrong_cols, ladder.modes, 1)
+
+    class Logits(torch.nn.Module):                 # logits, not log-probabilities
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(ladder.n_rows, ladder.n_cols, dtype=torch.float64))
+
+        def forward(self, rows):
+            return self.w[rows]
+
+    with pytest.raises(ins.InsensitivityError, match="not log-probabilities"):
+        ins.constants(Logits(), ladder.modes, 1)
+
+
+def test_a_jacobian_too_large_is_refused_before_work(ladder, factored):
+    with pytest.raises(ins.InsensitivityError, match="does not fit"):
+        next(ins.jacobian_chunks(factored, ladder.modes, max_bytes=100))
+
+
+def test_coordinates_of_q_are_its_singular_values(ladder):
+    modes = ladder.modes
+    cond = modes.conditional
+    C = ins.coordinates(modes, cond)
+    k = len(modes.sigma)
+    assert np.abs(C[:k, :k] - np.diag(modes.sigma)).max() < 1e-12
+    bumped = cond.copy()
+    bumped[0] += 0.01 * (np.arange(cond.shape[1]) == 0) - 0.01 / cond.shape[1]
+    assert np.abs(ins.coordinates(modes, bumped)[:k, :k] - np.diag(modes.sigma)).max() > 1e-4
+
+
+def test_learning_steps_and_rank_correlation():
+    steps = np.arange(11) * 10
+    fast = np.minimum(steps / 20, 1.0)             # reaches half its way at step 10
+    slow = np.minimum(steps / 80, 1.0)             # at step 40
+    never = np.zeros_like(fast)
+    got, learned = ins.learning_steps(steps, np.stack([fast, slow, never], 1), sigma=[1.0, 1.0, 1.0])
+    assert got[0] == 10 and got[1] == 40 and np.isnan(got[2])
+    assert learned.tolist() == [True, True, False]
+    x = np.arange(10.0)
+    assert ins.rank_correlation(x, -x)["high"] < 0
+    assert ins.rank_correlation(x, x)["low"] > 0
+
+
+def test_plausibility_quantities(ladder, factored):
+    modes = ladder.modes
+    logp = ins.log_prob_map(factored, modes).detach().numpy()
+    for chi in range(modes.rank + 1):
+        pl = ins.plausibility(modes, chi, logp)
+        assert pl["parseval_tail"] == pytest.approx(pl["parseval_direct"], abs=1e-12)
+        assert pl["value"] == pytest.approx(pl["term_tail"] + pl["term_family"], abs=1e-12)
+        assert abs(pl["value"]) <= pl["bound"] + 1e-12
+        assert -pl["value"] == pytest.approx(ins.constants(factored, modes, chi).loss_diff, abs=1e-10)
+    one, two = ins.plausibility(modes, 1, logp), ins.plausibility(modes, 2, logp)
+    assert abs(one["parseval_tail"] - two["parseval_direct"]) > 1e-4     # the checks above can fail
+    assert abs(one["value"] - two["term_tail"] - two["term_family"]) > 1e-4
+    q2 = ins.effective(modes, 2)                   # q^(χ) lies in H_χ: projecting leaves it
+    assert np.abs(ins.project_family(modes, q2, 2) - q2).max() < 1e-10
+    assert np.abs(ins.project_family(modes, modes.conditional, 2) - modes.conditional).max() > 1e-3
+
+
+def test_training_is_deterministic_and_validated(ladder):
+    spec = {"kind": "factored", "hidden": 2, "embed_dim": 3}
+    a = cm.train(ladder, spec, n=500, steps=20, seed=3, progress=False, use_cache=False)
+    b = cm.train(ladder, spec, n=500, steps=20, seed=3, progress=False, use_cache=False)
+    assert np.array_equal(a.conditionals, b.conditionals)
+    assert a.population_loss[-1] < a.population_loss[0]
+    with pytest.raises(cm.SupportError, match="kind"):
+        cm.train(ladder, {"kind": "rnn"}, n=10, steps=1, use_cache=False)
+    with pytest.raises(cm.SupportError, match="'hidden'"):
+        cm.train(ladder, {"kind": "factored", "hidden": 0}, n=10, steps=1, use_cache=False)
+    with pytest.raises(cm.SupportError, match="unknown keys"):
+        cm.train(ladder, {"kind": "factored", "width": 3}, n=10, steps=1, use_cache=False)
+    with pytest.raises(cm.SupportError, match="'lr'"):
+        cm.train(ladder, spec, n=10, steps=1, lr=-1.0, use_cache=False)
+
+
+def test_model_propensities_split_p_and_reduce_to_def_4_9(ladder, factored):
+    modes = ladder.modes
+    rho_q = ins.model_propensities(modes, modes.conditional, np.arange(modes.n_modes))
+    assert np.abs(rho_q - modes.propensity()).max() < 1e-12          # p = q: Def 4.9
+    p = np.exp(ins.log_prob_map(factored, modes).detach().numpy())
+    assert np.abs(ins.model_propensities(modes, p).sum(axis=0) - p).max() < 1e-12
+    assert np.abs(ins.model_propensities(modes, p, np.arange(modes.n_modes)) - modes.propensity()).max() > 1e-3
+    coords = ins.mode_coordinates(factored, modes)
+    assert coords["propensities"].shape == (modes.rank, *modes.shape)
