@@ -23,7 +23,10 @@ w* and data (trained/built once here, saved to a temporary .pt that every side l
     torch.utils.flop_counter on one forward + backward.
 
 Every side runs in its own subprocess with the same torch thread count (OMP_NUM_THREADS
-and torch.set_num_threads = --threads): seconds of the sampling call only, chain-steps/s,
+and torch.set_num_threads = --threads), except ours on the transformer, which by default
+uses the same cores as the library's torchrun split: --tf-ranks 2 processes of
+--threads / 2 threads each, the chains split between them (chunk_size = chains / ranks),
+with estimate_llc(batching="loop"); its peak RSS and disk are summed over the ranks: seconds of the sampling call only, chain-steps/s,
 λ̂ mean ± std over chains, peak RSS (ru_maxrss of that process, imports included) and
 bytes left on disk by the run; with --repeats R every side runs R times, interleaved,
 and its fastest run is kept. The 1-minute load average before and after each run is
@@ -164,9 +167,21 @@ def worker(spec: dict) -> dict:
         t0 = time.perf_counter()
         res = estimate_llc(model, loss_fn, data, nbeta=spec["nbeta"], gamma=spec["gamma"], eps=spec["eps"],
                            chains=spec["chains"], draws=spec["draws"], burn_in=0, batch_size=spec["batch_size"],
-                           seed=spec["seed"], device="cpu", chunk_size=spec.get("chunk_size"), progress=False)
+                           seed=spec["seed"], device="cpu", chunk_size=spec.get("chunk_size"), progress=False,
+                           batching=spec.get("batching", "vmap"))
         call_seconds = time.perf_counter() - t0
         disk = _dir_bytes(work)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        import torch.distributed as dist
+
+        ranks = 1
+        if dist.is_available() and dist.is_initialized():  # torchrun: every rank's peak RSS and disk, summed
+            ranks = dist.get_world_size()
+            everything = [None] * ranks
+            dist.all_gather_object(everything, (rss, disk))
+            rss, disk = (sum(v) for v in zip(*everything))
+            if dist.get_rank() != 0:
+                return None
     finally:
         os.chdir(cwd)
         shutil.rmtree(work, ignore_errors=True)
@@ -174,7 +189,8 @@ def worker(spec: dict) -> dict:
     steps = spec["chains"] * spec["draws"]
     d = res.diagnostics
     return dict(
-        side="ours", torch=torch.__version__, threads=spec["threads"], case=spec["case"], chains=spec["chains"],
+        side="ours", torch=torch.__version__, threads=spec["threads"], ranks=ranks, batching=spec.get("batching", "vmap"),
+        chunk_size=spec.get("chunk_size"), case=spec["case"], chains=spec["chains"],
         draws=spec["draws"], batch_size=spec["batch_size"], eps=spec["eps"], gamma=spec["gamma"],
         nbeta=spec["nbeta"], seed=spec["seed"], chain_steps=steps, seconds=res.seconds,
         call_seconds=call_seconds, chain_steps_per_s=steps / res.seconds, llc=res.llc, se=res.se,
@@ -183,13 +199,17 @@ def worker(spec: dict) -> dict:
         rhat=float(d.get("rhat", math.nan)), ess_mean=float(np.mean(d["ess"])) if "ess" in d else math.nan,
         mala_acceptance=float(np.nanmean(d["mala_acceptance"])) if "mala_acceptance" in d else math.nan,
         divergent=len(d.get("divergent", [])),
-        peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, disk_bytes=disk)
+        peak_rss_bytes=rss, disk_bytes=disk)
 
 
-def run_side(python: Path, script: Path, spec: dict, threads: int, extra=()) -> dict:
+def run_side(python: Path, script: Path, spec: dict, threads: int, extra=(), ranks: int = 1) -> dict:
+    """One side in a subprocess; with ``ranks`` > 1 under ``torchrun`` (the library's multi-process split)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                OPENBLAS_NUM_THREADS=str(threads), TQDM_DISABLE="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([str(python), str(script), *extra, json.dumps(spec)], capture_output=True, text=True,
+    launch = [str(python)]
+    if ranks > 1:
+        launch += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
+    proc = subprocess.run([*launch, str(script), *extra, json.dumps(spec)], capture_output=True, text=True,
                           env=env, cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"{python} {script.name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -211,7 +231,8 @@ def print_table(rows: list[dict]) -> None:
     lines = [head]
     for r in rows:
         lam = f"{r['llc_mean']:.2f} ± {r['llc_std']:.2f}"
-        lines.append([r["case_label"], r["side"], f"{r['chains']}×{r['draws']}", f"{r['seconds']:.2f}",
+        side = r["side"] + (f" ({r['ranks']} ranks × {r['threads']} thread)" if r.get("ranks", 1) > 1 else "")
+        lines.append([r["case_label"], side, f"{r['chains']}×{r['draws']}", f"{r['seconds']:.2f}",
                       f"{r['chain_steps_per_s']:,.0f}", f"{r['ratio']:.1f}×" if r.get("ratio") else "",
                       lam, _mib(r["peak_rss_bytes"]), _disk(r["disk_bytes"])])
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
@@ -232,6 +253,11 @@ def main(argv=None) -> int:
     ap.add_argument("--tf-chains", type=int, default=4)
     ap.add_argument("--tf-draws", type=int, default=200)
     ap.add_argument("--tf-batch", type=int, default=32)
+    ap.add_argument("--tf-ranks", type=int, default=2,
+                    help="ours on the transformer: torchrun processes of --threads / ranks threads each, the "
+                         "chains split between them (default 2; 1 = one process of --threads threads)")
+    ap.add_argument("--tf-batching", choices=["vmap", "loop"], default="loop",
+                    help="ours on the transformer: estimate_llc(batching=...) (default loop)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--min-rrr-ratio", type=float, default=20.0)
     ap.add_argument("--min-tf-ratio", type=float, default=1.5)
@@ -247,7 +273,9 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally`s: temporary files go
 
     if args.worker is not None:
-        print(json.dumps(worker(json.loads(args.worker))))
+        out = worker(json.loads(args.worker))
+        if out is not None:  # under torchrun only rank 0 reports
+            print(json.dumps(out))
         return 0
 
     pythons = {side: ROOT / venv / "bin" / "python" for side, venv in BASELINES.items()}
@@ -284,7 +312,9 @@ def main(argv=None) -> int:
         print(f"  {label}: {who} ({spec['chains']} chains × {spec['draws']} draws) …", flush=True)
         load = os.getloadavg()[0]
         if who == "ours":
-            r = run_side(Path(sys.executable), me, spec, args.threads, extra=("--worker",))
+            ranks = spec.get("ranks", 1)
+            r = run_side(Path(sys.executable), me, dict(spec, threads=spec["threads"] // ranks), spec["threads"] // ranks,
+                         extra=("--worker",), ranks=ranks)
         else:
             r = run_side(pythons[who], baseline, spec, args.threads)
         r["case_label"] = label
@@ -343,7 +373,11 @@ def main(argv=None) -> int:
             flops = flops_per_step(tmp / "transformer.pt", args.tf_batch)
             peak = matmul_peak()
             res.update(transformer=dict(tf, **info), flops_per_chain_step=flops, matmul_peak_flop_per_s=peak)
-            *dv, ours = sides("transformer", [*((tf, who) for who in BASELINES), (tf, "ours")])
+            if args.tf_ranks < 1 or args.threads % args.tf_ranks or args.tf_chains % args.tf_ranks:
+                ap.error("--tf-ranks must divide --threads and --tf-chains")
+            ours_tf = dict(tf, ranks=args.tf_ranks, batching=args.tf_batching,
+                           chunk_size=args.tf_chains // args.tf_ranks if args.tf_ranks > 1 else None)
+            *dv, ours = sides("transformer", [*((tf, who) for who in BASELINES), (ours_tf, "ours")])
             best = max(dv, key=lambda r: r["chain_steps_per_s"])
             ours["ratio"] = ours["chain_steps_per_s"] / best["chain_steps_per_s"]
             for r in (*dv, ours):

@@ -22,6 +22,18 @@ How the sampler is built:
   forward + backward and one fused update, with no Python loop over chains or over
   parameter tensors. Chains are processed in chunks that fit in memory (checked before
   sampling; :class:`LLCMemoryError` if even one chain cannot fit).
+* **Shared data with full batches.** With ``batch_size`` = n every chain sees the same
+  data, which enters ``vmap`` unbatched (``in_dims=None``). torch's batching rule for a
+  linear layer with an unbatched input and batched weights expands the input and runs C
+  small matmuls (``bmm``); during full-batch steps ``F.linear`` goes through
+  :class:`_SharedInputLinear`, whose rule stacks the chains' weights into one
+  (C·out, in) matrix: one matmul. Same chains up to float rounding; minibatches (drawn
+  per chain, with replacement) never take this path.
+* **Large models.** ``batching="loop"`` replaces the ``vmap`` by one plain autograd
+  forward + backward per chain (no ``torch.func`` transforms), which is faster when one
+  chain's minibatch already fills the cores. The update itself works in place on reused
+  (C, D) buffers (the same floating-point operations, in the same order, as the textbook
+  form above).
 * **Seeds.** Chunk j draws its minibatches and noise from ``torch.Generator`` seeded with
   ``(seed, j)``: the same seed and ``chunk_size`` give bit-identical results on the CPU,
   whether the chunks run in one process or are split over ``torchrun`` processes.
@@ -48,6 +60,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .book.device import resolve_device
@@ -197,6 +210,15 @@ def _check_data(data, name: str = "data") -> tuple[torch.Tensor, ...]:
     return tuple(data)
 
 
+_BATCHING = ("vmap", "loop")
+
+
+def _check_batching(value) -> str:
+    if not isinstance(value, str) or value not in _BATCHING:
+        raise LLCInputError(f"parameter 'batching' must be one of {list(_BATCHING)}; got {value!r}")
+    return value
+
+
 @dataclass
 class _Settings:
     nbeta: float
@@ -243,6 +265,75 @@ class _LossModule(nn.Module):
 
     def forward(self, *batch):
         return self.loss_fn(self.model, batch)
+
+
+def _moved(t: torch.Tensor, dim, size: int) -> torch.Tensor:
+    """``t`` with its vmap batch dimension first (expanded to ``size`` if it has none)."""
+    return t.expand(size, *t.shape) if dim is None else t.movedim(dim, 0)
+
+
+class _SharedInputLinear(torch.autograd.Function):
+    """``F.linear`` whose vmap rule turns a shared input into one matmul over all chains.
+
+    With full batches every chain sees the same data, so a layer whose input is not batched
+    (the first one) computes ``x @ W_c^T`` for every chain c. torch's batching rule for
+    ``mm`` expands x to (C, n, in) and runs C small matmuls (``bmm``, inner size = in);
+    here the chains' weights are stacked into one (C·out, in) matrix and the layer is one
+    ``(C·out, in) @ (in, n)`` matmul. Batched inputs take the same ``bmm`` as torch's rule.
+    The backward is the usual one (under vmap: the same kernels as before).
+    """
+
+    @staticmethod
+    def forward(x, weight, bias):
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, weight, bias = inputs
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        gx = g @ weight if ctx.needs_input_grad[0] else None
+        gw = g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[1] else None
+        gb = g.reshape(-1, g.shape[-1]).sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, bias):
+        xd, wd, bd = in_dims
+        C = info.batch_size
+        if xd is None and wd is not None:  # the shared input: one matmul for all chains
+            w = weight.movedim(wd, 0)
+            out, inp = w.shape[1], w.shape[2]
+            y = (w.reshape(C * out, inp) @ x.reshape(-1, inp).T).view(C, out, -1).transpose(1, 2).contiguous()
+            y = y.reshape(C, *x.shape[:-1], out)  # a view for 2-d x: (C, n, out), each chain's block column-major
+            if bias is not None:
+                b = _moved(bias, bd, C)
+                y = y + b.view(C, *([1] * (x.dim() - 1)), out)
+            return y, 0
+        if wd is None and bd is None:  # batched input, shared weights
+            return F.linear(x, weight, bias), xd
+        xs, w = _moved(x, xd, C), _moved(weight, wd, C)
+        y = torch.bmm(xs.reshape(C, -1, xs.shape[-1]), w.transpose(1, 2)).view(*xs.shape[:-1], w.shape[1])
+        if bias is not None:
+            b = _moved(bias, bd, C)
+            y = y + b.view(C, *([1] * (xs.dim() - 2)), b.shape[-1])
+        return y, 0
+
+
+class _SharedData(torch.overrides.TorchFunctionMode):
+    """Routes ``F.linear`` through :class:`_SharedInputLinear` (full-batch steps only)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear:
+            x, weight, *rest = args
+            bias = rest[0] if rest else kwargs.get("bias")
+            return _SharedInputLinear.apply(x, weight, bias)
+        return func(*args, **kwargs)
 
 
 class _Flat:
@@ -330,8 +421,11 @@ def _distributed() -> tuple[int, int]:
 
 # ----- the sampler --------------------------------------------------------------------------
 
+_SHARED_LINEAR = True  # full batches: a shared input's linear layer as one matmul (tests switch it off)
+
+
 def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings, chain_ids: np.ndarray,
-               chunk_index: int, device, bar) -> dict:
+               chunk_index: int, device, bar, batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> dict:
     """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise."""
     from torch.func import functional_call, grad, vmap
 
@@ -348,60 +442,109 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
             return losses.mean(), losses.mean().detach()
 
         batch_dims = (None if full_batch else 0,) * len(datas[0])
-        return vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
+        step = vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
+        if not (full_batch and _SHARED_LINEAR):
+            return step
 
-    steps = [make_step(w) for w in wrappers]
+        def shared(w, *batch):  # the data is one unbatched tensor for every chain
+            with _SharedData():
+                return step(w, *batch)
+        return shared
+
+    def make_loop(wrapper):
+        """One plain autograd forward + backward per chain (no functorch transforms)."""
+        def step(w, *batch):
+            grads, losses = [], []
+            for c in range(w.shape[0]):
+                wc = w[c].detach().requires_grad_(True)
+                loss = functional_call(wrapper, flat.unflatten(wc), tuple(t if full_batch else t[c] for t in batch))
+                loss = loss.mean()
+                grads.append(torch.autograd.grad(loss, wc)[0])
+                losses.append(loss.detach())
+            return torch.stack(grads), torch.stack(losses)
+        return step
+
+    steps = [(make_loop if batching == "loop" else make_step)(w) for w in wrappers]
+
+    half_eps = 0.5 * s.eps
+    cheap_finite_check = torch.device(device).type == "cpu"
+
+    squares = [torch.empty(C, w0.numel(), dtype=w0.dtype, device=device) for _ in range(K)]
 
     def potential_and_grad(k, w, idx):
+        """(ε/2)·drift, the potential u and the loss at w; few passes over the (C, D) state."""
         batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
         g, loss = steps[k](w, *batch)
-        drift = s.nbeta * g + s.gamma * (w - w0)
-        u = s.nbeta * loss + 0.5 * s.gamma * ((w - w0) ** 2).sum(-1)
-        return drift, u, loss
+        diff = w - w0
+        sq = torch.pow(diff, 2, out=squares[k]).sum(-1)
+        u = s.nbeta * loss + 0.5 * s.gamma * sq
+        drift = g.mul_(s.nbeta).add_(diff.mul_(s.gamma))  # nβ ∇L + γ (w − w*), in place
+        return drift.mul_(half_eps), u, loss, sq
 
     keep = s.draws - s.burn_in
     trace = torch.empty(K, C, keep, dtype=torch.float64, device=device)
     first_bad = torch.full((K, C), -1, dtype=torch.long, device=device)
     accept_sum = torch.zeros(K, C, dtype=torch.float64, device=device)
-    sep = torch.empty(C, keep, dtype=torch.float64, device=device) if K == 2 else None
-    max_sep = torch.zeros(C, dtype=torch.float64, device=device) if K == 2 else None
+    # separations ‖w^0 − w^k‖ of every further target from the first, and kept positions
+    sep = torch.empty(K - 1, C, keep, dtype=torch.float64, device=device) if K >= 2 else None
+    max_sep = torch.zeros(K - 1, C, dtype=torch.float64, device=device) if K >= 2 else None
+    snap = {int(t): i for i, t in enumerate(snapshot_steps)}
+    positions = torch.empty(K, C, len(snap), w0.numel(), dtype=w0.dtype, device=device) if snap else None
 
     w = [w0.expand(C, -1).clone() for _ in range(K)]
     prev = [None] * K
+    scratch = [torch.empty_like(w[0]) for _ in range(K)]  # state buffers are reused: few (C, D) allocations per step
     data_device = datas[0][0].device
     for t in range(s.draws + 1):
+        if t in snap:  # the state after t steps
+            for k in range(K):
+                positions[k, :, snap[t]] = w[k]
         idx = None
         if not full_batch:
             # a fresh minibatch per chain: m indices drawn uniformly (with replacement)
             idx = torch.randint(0, s.n, (C, s.batch_size), generator=gen).to(data_device)
         noise = torch.randn(C, w0.numel(), generator=noise_gen, device=device, dtype=w0.dtype) if t < s.draws else None
+        if noise is not None:
+            noise.mul_(sqrt_eps)
         for k in range(K):
-            drift, u, loss = potential_and_grad(k, w[k], idx)
+            half_drift, u, loss, sq = potential_and_grad(k, w[k], idx)
+            free = None
             if prev[k] is not None:  # MALA acceptance of the proposal w_prev -> w
-                w_prev, drift_prev, u_prev = prev[k]
-                fwd = ((w[k] - w_prev + 0.5 * s.eps * drift_prev) ** 2).sum(-1)
-                bwd = ((w_prev - w[k] + 0.5 * s.eps * drift) ** 2).sum(-1)
+                w_prev, half_drift_prev, u_prev = prev[k]
+                dw = torch.sub(w[k], w_prev, out=scratch[k])
+                fwd = torch.add(dw, half_drift_prev, out=squares[k]).pow_(2).sum(-1)
+                bwd = torch.sub(half_drift, dw, out=dw).pow_(2).sum(-1)  # (w_prev − w) + (ε/2) drift
                 log_a = (u_prev - u) + (fwd - bwd) / (2 * s.eps)
                 accept_sum[k] += torch.exp(torch.clamp(log_a, max=0.0)).double().nan_to_num(0.0)
+                free = w_prev  # its buffer takes the next state
             if t == s.draws:
                 break
-            bad = ~torch.isfinite(loss) | ~torch.isfinite(w[k]).all(-1)
+            if cheap_finite_check:  # ‖w − w*‖² is finite iff every coordinate is (bar overflow: then look)
+                w_bad = ~torch.isfinite(sq)
+                if w_bad.any():
+                    w_bad = ~torch.isfinite(w[k]).all(-1)
+            else:
+                w_bad = ~torch.isfinite(w[k]).all(-1)
+            bad = ~torch.isfinite(loss) | w_bad
             first_bad[k] = torch.where((first_bad[k] < 0) & bad, torch.full_like(first_bad[k], t), first_bad[k])
             if t >= s.burn_in:
                 trace[k, :, t - s.burn_in] = loss.double()
-            prev[k] = (w[k], drift, u)
-            w[k] = w[k] - 0.5 * s.eps * drift + sqrt_eps * noise
-        if K == 2 and t < s.draws:
-            d = (w[0] - w[1]).double().norm(dim=-1)
+            prev[k] = (w[k], half_drift, u)
+            new = torch.empty_like(w[k]) if free is None else free
+            w[k] = torch.sub(w[k], half_drift, out=new).add_(noise)  # w − (ε/2) drift + √ε ξ
+        if K >= 2 and t < s.draws:
+            d = torch.stack([(w[0] - w[k]).double().norm(dim=-1) for k in range(1, K)])
             max_sep = torch.maximum(max_sep, d.nan_to_num(float("inf")))
             if t >= s.burn_in:
-                sep[:, t - s.burn_in] = d
+                sep[:, :, t - s.burn_in] = d
         if bar is not None and t < s.draws:
             bar.update(C)
     out = {"trace": trace.cpu().numpy(), "first_bad": first_bad.cpu().numpy(),
            "accept": (accept_sum / s.draws).cpu().numpy(), "chain_ids": chain_ids}
-    if K == 2:
+    if K >= 2:
         out["sep"], out["max_sep"] = sep.cpu().numpy(), max_sep.cpu().numpy()
+    if snap:
+        out["positions"] = positions.cpu().numpy()
     return out
 
 
@@ -415,7 +558,8 @@ def _gather(parts: list[dict]) -> list[dict]:
     return [p for rank_parts in everything for p in rank_parts]
 
 
-def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, progress, desc) -> tuple[list, float]:
+def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, progress, desc,
+            batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> tuple[list, float]:
     flat = _Flat(model)
     activation = max(_probe(model, fn, data, s.batch_size) for fn, data in targets)
     chunk = _chunk_size(flat, activation, s.chains, device, chunk_size, len(targets))
@@ -431,9 +575,13 @@ def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, prog
     start = time.perf_counter()
     parts = []
     for j, ids in mine:
-        parts.append(_run_chunk(wrappers, datas, flat, s, ids, j, device, bar))
+        parts.append(_run_chunk(wrappers, datas, flat, s, ids, j, device, bar, batching, snapshot_steps))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    if world > 1:  # the sampling ends when the slowest rank is done
+        import torch.distributed as dist
+
+        dist.barrier()
     seconds = time.perf_counter() - start
     if bar is not None:
         bar.close()
@@ -468,7 +616,7 @@ def _result(parts: list[dict], k: int, init_loss: float, s: _Settings, seconds: 
 
 
 def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, eps, chains, draws, burn_in,
-                 batch_size, seed, device="auto", chunk_size=None, progress=True) -> LLCResult:
+                 batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap") -> LLCResult:
     """λ̂(w*) = nβ ( E[L_n(w)] − L_n(w*) ) by SGLD (MATH.md §6), ``chains`` chains at once.
 
     ``model``: a ``torch.nn.Module`` at w* (its trainable parameters are sampled; buffers
@@ -477,9 +625,15 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     tensors indexed on dim 0 (n samples). ``nbeta`` = nβ, default n / log n (β* = 1/log n);
     ``gamma`` = γ, the localisation strength; ``eps`` = ε, the step size (noise variance).
     ``draws`` SGLD steps per chain, of which the first ``burn_in`` are discarded.
-    ``batch_size`` = m (= n for full-batch gradients). Everything is checked before
+    ``batch_size`` = m (= n for full-batch gradients). ``batching``: ``"vmap"`` (default)
+    computes the gradients of a chunk's chains in one ``vmap``-ed forward + backward;
+    ``"loop"`` runs one plain autograd forward + backward per chain, faster for models
+    large enough that one chain's minibatch keeps the cores busy (e.g. a transformer on a
+    CPU, where ``vmap``'s batched kernels and the ``torch.func`` transforms cost 20–30 %); the
+    two give the same chains up to float rounding. Everything is checked before
     sampling; see :class:`LLCResult` for what is returned.
     """
+    batching = _check_batching(batching)
     data = _check_data(data)
     if not isinstance(model, nn.Module):
         raise LLCInputError(f"parameter 'model' must be a torch.nn.Module; got {type(model).__name__}")
@@ -490,20 +644,22 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     device = resolve_device(device)
     init_loss = _full_loss(model, loss_fn, data, s.batch_size)
     parts, seconds = _sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
-                             progress=progress, desc="SGLD chain-steps")
+                             progress=progress, desc="SGLD chain-steps", batching=batching)
     return _result(parts, 0, init_loss, s, seconds)
 
 
 def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn_b: LossFn | None = None,
                    nbeta=None, gamma, eps, chains, draws, burn_in, batch_size, seed, device="auto",
-                   chunk_size=None, progress=True) -> CoupledResult:
+                   chunk_size=None, progress=True, batching="vmap") -> CoupledResult:
     """Two SGLD samplers from the same w* with the same minibatch indices and the same noise.
 
     Target a is (``loss_fn``, ``data_a``), target b is (``loss_fn_b`` or ``loss_fn``,
     ``data_b``), e.g. samples from q and from q^(χ) (MATH.md §7; Chen & Murfet Thms
     7.3–7.4). Both data sets must have the same n so that one index stream serves both;
-    nβ defaults to n / log n for both. Returns both estimates and the chains' separations.
+    nβ defaults to n / log n for both; ``batching`` as in :func:`estimate_llc`. Returns both
+    estimates and the chains' separations.
     """
+    batching = _check_batching(batching)
     data_a, data_b = _check_data(data_a, "data_a"), _check_data(data_b, "data_b")
     if data_a[0].shape[0] != data_b[0].shape[0]:
         raise LLCInputError(f"parameters 'data_a' and 'data_b' must have the same number of samples; got "
@@ -514,10 +670,57 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
     device = resolve_device(device)
     init = [_full_loss(model, fn, d, s.batch_size) for fn, d in ((loss_fn, data_a), (loss_fn_b, data_b))]
     parts, seconds = _sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
-                             chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps")
+                             chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
+                             batching=batching)
     a, b = (_result(parts, k, init[k], s, seconds) for k in range(2))
-    return CoupledResult(a=a, b=b, separation=np.concatenate([p["sep"] for p in parts]),
-                         max_separation=np.concatenate([p["max_sep"] for p in parts]))
+    return CoupledResult(a=a, b=b, separation=np.concatenate([p["sep"][0] for p in parts]),
+                         max_separation=np.concatenate([p["max_sep"][0] for p in parts]))
+
+
+@dataclass
+class CoupledTargets:
+    """K SGLD runs sharing start, minibatch indices and noise (:func:`coupled_targets`).
+
+    ``results[k]`` is target k's :class:`LLCResult`; ``separation[k − 1, c, t] = ‖w_t^0 − w_t^k‖``
+    for the draws after burn-in; ``max_separation[k − 1, c]`` over the whole run;
+    ``positions[k, c, i]`` the parameters (flat, ``model.parameters()`` order) of target k's
+    chain c after ``snapshot_steps[i]`` steps (None without snapshots)."""
+
+    results: list
+    separation: np.ndarray
+    max_separation: np.ndarray
+    positions: np.ndarray | None
+    snapshot_steps: list
+
+
+def coupled_targets(model: nn.Module, loss_fn: LossFn, datas, *, nbeta=None, gamma, eps, chains, draws, burn_in,
+                    batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap",
+                    snapshots: int = 0) -> CoupledTargets:
+    """:func:`coupled_chains` for any number K ≥ 2 of data sets (e.g. q and q^(χ) for several χ):
+    every target's chains start at w* and share the minibatch indices and the noise.
+
+    ``datas``: a list of data tuples, all with the same n; ``snapshots`` > 0 keeps every
+    chain's position at that many evenly spaced steps (the last one the final state)."""
+    batching = _check_batching(batching)
+    if not isinstance(datas, (list, tuple)) or len(datas) < 2:
+        raise LLCInputError("parameter 'datas' must be a list of at least two data tuples")
+    datas = [_check_data(d, f"datas[{i}]") for i, d in enumerate(datas)]
+    sizes = {d[0].shape[0] for d in datas}
+    if len(sizes) != 1:
+        raise LLCInputError(f"every data set in 'datas' must have the same number of samples; got {sorted(sizes)}")
+    s = _settings(datas[0], nbeta=nbeta, gamma=gamma, eps=eps, chains=chains, draws=draws, burn_in=burn_in,
+                  batch_size=batch_size, seed=seed)
+    snapshots = _check_int("snapshots", snapshots, 0)
+    steps = sorted({int(round(v)) for v in np.linspace(0, s.draws, snapshots + 1)[1:]}) if snapshots else []
+    device = resolve_device(device)
+    init = [_full_loss(model, loss_fn, d, s.batch_size) for d in datas]
+    parts, seconds = _sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
+                             progress=progress, desc="coupled SGLD chain-steps", batching=batching,
+                             snapshot_steps=steps)
+    results = [_result(parts, k, init[k], s, seconds) for k in range(len(datas))]
+    return CoupledTargets(results, np.concatenate([p["sep"] for p in parts], axis=1),
+                          np.concatenate([p["max_sep"] for p in parts], axis=1),
+                          np.concatenate([p["positions"] for p in parts], axis=1) if steps else None, steps)
 
 
 # ----- calibration --------------------------------------------------------------------------

@@ -214,6 +214,101 @@ def test_transformer_language_model_under_vmap():
     assert res.loss.shape == (2, 4) and np.isfinite(res.llc)
 
 
+class _Wide(torch.nn.Module):
+    """Linear layers with biases on a 3-d input, a shared-weight input layer and a batched one."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(4, 6)
+        self.b = torch.nn.Linear(6, 3, bias=False)
+        self.frozen = torch.nn.Linear(3, 3)
+        self.frozen.requires_grad_(False)
+
+    def forward(self, x):
+        return self.frozen(self.b(torch.tanh(self.a(x))))
+
+
+def _wide_loss(model, batch):
+    x, y = batch
+    return ((model(x) - y) ** 2).mean(dim=(1, 2))
+
+
+@pytest.mark.parametrize("problem", ["rrr", "wide"])
+def test_shared_full_batch_data_matches_per_chain_rule(problem, monkeypatch):
+    """Full batches: the shared-input linear (one matmul for all chains) gives torch's own vmap rule's chains."""
+    if problem == "rrr":
+        p = known_llc.rrr_problem(4, 2, 3, 1, n=40)
+        model, loss_fn, data = p.model, squared_error, p.data
+    else:
+        model, loss_fn = _Wide(), _wide_loss
+        data = (torch.randn(30, 5, 4), torch.randn(30, 5, 3))
+    n = data[0].shape[0]
+    kw = {**SMALL, "batch_size": n, "draws": 120, "burn_in": 20}
+    shared = llc.estimate_llc(model, loss_fn, data, **kw)
+    again = llc.estimate_llc(model, loss_fn, data, **kw)
+    np.testing.assert_array_equal(shared.loss, again.loss)  # still bit-identical run to run
+    monkeypatch.setattr(llc, "_SHARED_LINEAR", False)
+    per_chain = llc.estimate_llc(model, loss_fn, data, **kw)
+    # the same chains up to float rounding (the matmuls sum in another order)
+    np.testing.assert_allclose(shared.loss, per_chain.loss, rtol=1e-4, atol=1e-7)
+    assert shared.llc == pytest.approx(per_chain.llc, rel=1e-3, abs=1e-4)
+    # minibatches never take the shared path: bit-identical with or without it
+    mini = llc.estimate_llc(model, loss_fn, data, **{**kw, "batch_size": 7})
+    monkeypatch.setattr(llc, "_SHARED_LINEAR", True)
+    np.testing.assert_array_equal(mini.loss, llc.estimate_llc(model, loss_fn, data, **{**kw, "batch_size": 7}).loss)
+
+
+def test_shared_input_linear_gradients_under_vmap():
+    """The vmap rule of _SharedInputLinear against torch's own, every batching case, values and gradients."""
+    from torch.func import grad, vmap
+
+    torch.manual_seed(0)
+    C, x2, x3 = 3, torch.randn(7, 4), torch.randn(2, 5, 4)
+    W, b = torch.randn(C, 6, 4), torch.randn(C, 6)
+
+    def f(use, x, W, b):
+        return (torch.sin(use(x, W, b)) ** 2).sum()
+
+    for x in (x2, x3):
+        xs = x.expand(C, *x.shape) * 1.5
+        for in_dims, args in [((None, 0, 0), (x, W, b)), ((None, 0, None), (x, W, b[0])),
+                              ((0, 0, 0), (xs, W, b)), ((0, None, None), (xs, W[0], b[0]))]:
+            mine = vmap(grad(lambda *a: f(llc._SharedInputLinear.apply, *a), argnums=(1, 2)), in_dims=in_dims)(*args)
+            ref = vmap(grad(lambda *a: f(torch.nn.functional.linear, *a), argnums=(1, 2)), in_dims=in_dims)(*args)
+            for m, r in zip(mine, ref):
+                torch.testing.assert_close(m, r, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [10, 50])
+def test_loop_batching_matches_vmap(batch_size):
+    """batching="loop" (plain autograd per chain) samples the same chains as vmap, up to float rounding."""
+    p = known_llc.rrr_problem(4, 2, 3, 1, n=50)
+    kw = {**SMALL, "batch_size": batch_size, "draws": 120, "burn_in": 20}
+    a = llc.estimate_llc(p.model, squared_error, p.data, **kw)
+    b = llc.estimate_llc(p.model, squared_error, p.data, batching="loop", **kw)
+    np.testing.assert_allclose(a.loss, b.loss, rtol=1e-4, atol=1e-7)
+    c = llc.estimate_llc(p.model, squared_error, p.data, batching="loop", **kw)
+    np.testing.assert_array_equal(b.loss, c.loss)
+    coupled = llc.coupled_chains(p.model, squared_error, p.data, p.data, batching="loop", **kw)
+    np.testing.assert_array_equal(coupled.a.loss, b.loss)
+
+
+@pytest.mark.parametrize("bad", ["Loop", "python", 1, None])
+def test_bad_batching_refused_before_sampling(regular, bad):
+    calls = []
+
+    def counting_loss(model, batch):
+        calls.append(1)
+        return squared_error(model, batch)
+
+    with pytest.raises(llc.LLCInputError, match="'batching'"):
+        llc.estimate_llc(regular.model, counting_loss, regular.data, batching=bad, **SMALL)
+    with pytest.raises(llc.LLCInputError, match="'batching'"):
+        llc.coupled_chains(regular.model, counting_loss, regular.data, regular.data, batching=bad, **SMALL)
+    assert not calls
+
+
 WORKER = r"""
 import json, sys, torch
 from lib import known_llc, llc
@@ -222,8 +317,11 @@ res = llc.estimate_llc(p.model, known_llc.squared_error, p.data, nbeta=1000.0, g
                        draws=60, burn_in=10, batch_size=10, seed=0, device="cpu", progress=False, chunk_size=2)
 import torch.distributed as dist
 rank = dist.get_rank() if dist.is_initialized() else 0
+loop = llc.estimate_llc(p.model, known_llc.squared_error, p.data, nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8,
+                        draws=60, burn_in=10, batch_size=10, seed=0, device="cpu", progress=False, chunk_size=4,
+                        batching="loop")
 if rank == 0:
-    json.dump({"loss": res.loss.tolist(), "llc": res.llc}, open(sys.argv[1], "w"))
+    json.dump({"loss": res.loss.tolist(), "llc": res.llc, "loop": loop.loss.tolist()}, open(sys.argv[1], "w"))
 """
 
 
