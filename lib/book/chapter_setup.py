@@ -62,7 +62,8 @@ def notebook_parameters(chapter: Chapter, namespace: dict[str, Any]) -> dict[str
 
 
 def setup(chapter_id: str, **given: Any) -> SimpleNamespace:
-    """Check the chapter's parameters, fill presets, seed everything, resolve the device.
+    """Check the chapter's parameters (each, together, and what they need of this machine),
+    fill presets, seed everything, resolve the device.
 
     In a chapter's first cell, ``cfg = setup("modes")`` reads the parameters from the
     notebook (see :func:`notebook_parameters`); outside a notebook, pass them by name
@@ -75,6 +76,7 @@ def setup(chapter_id: str, **given: Any) -> SimpleNamespace:
     if not given:
         given = notebook_parameters(chapter, sys._getframe(1).f_globals)
     values = chapter.resolve(given)
+    chapter.preflight(values)  # a GPU for 'cuda', local corpus and tokenizer paths: before any work
     rng = seed_everything(values["seed"])
     device = resolve_device(values["device"])
     _records.start(chapter_id, {

@@ -34,7 +34,7 @@ import yaml
 from .. import REPO_ROOT
 from .claims import Check, Claim
 from .pages import is_notebook, source_path, toc_files
-from .parameters import Param, ParameterError, ParamSpec, parameters_cell_values, suggest
+from .parameters import Constraint, Param, ParameterError, ParamSpec, parameters_cell_values, suggest
 
 PROFILES = ("ci", "paper")
 DECLARATION_SUFFIX = ".yml"
@@ -45,24 +45,95 @@ class ChapterDeclarationError(ValueError):
     """The book's parts disagree: toc, notebooks, declarations and claims."""
 
 
+def torch_builds_cuda() -> bool:
+    """Whether the installed PyTorch is built for CUDA (or ROCm), read from ``torch/version.py``
+    without importing torch (seconds); True when that cannot be read."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    try:
+        source = Path(spec.origin).with_name("version.py").read_text()
+        values = {}
+        for node in ast.parse(source).body:
+            target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
+            if isinstance(target, ast.Name) and target.id in ("cuda", "hip"):
+                values[target.id] = ast.literal_eval(node.value)
+    except (AttributeError, OSError, SyntaxError, TypeError, ValueError):
+        return True
+    return bool(values.get("cuda") or values.get("hip"))
+
+
+def _cuda_present(device: str) -> str | None:
+    """Why ``device`` cannot run here (no CUDA GPU for 'cuda'), or None."""
+    if not device.startswith("cuda"):
+        return None
+    if not torch_builds_cuda():
+        return "the installed PyTorch is a CPU-only build, so it sees no CUDA GPU; use 'auto' or 'cpu'"
+    import torch
+
+    return None if torch.cuda.is_available() else "PyTorch sees no CUDA GPU on this machine; use 'auto' or 'cpu'"
+
+
 def common_params() -> tuple[Param, ...]:
     """The parameters every chapter has, first in its parameters cell (their defaults are fixed)."""
     return (
         Param("profile", str, "ci", "ci: minutes on 2 CPU cores; paper: the papers' scale on a GPU",
               allowed=PROFILES),
         Param("seed", int, 0, "seed of every random choice", minimum=0),
-        Param("device", str, "auto", "auto takes CUDA when present", allowed=("auto", "cpu", "cuda")),
+        Param("device", str, "auto", "auto takes CUDA when present", allowed=("auto", "cpu", "cuda"),
+              requires=_cuda_present),
     )
 
 
+PATH_PARAMETERS = ("corpus", "tokenizer", "records_dir")  # may name a local path (made absolute by the runner)
+CORPUS_NAMES = ("default", "pydocs")  # lib.text.corpus's built-in offline sources
+BPE_VOCAB = (257, 2 ** 18)            # lib.text.tokenization's MIN_BPE_VOCAB, MAX_BPE_VOCAB
+
+
+def _hub_name(spec: str) -> str | None:
+    return "a hub name must follow 'hf:'" if spec == "hf:" else None
+
+
+def _corpus_exists(spec: str) -> str | None:
+    """Why the corpus ``spec`` cannot be read here (a local path that does not exist), or None."""
+    if spec in CORPUS_NAMES or spec.startswith("hf:") or Path(spec).expanduser().exists():
+        return None
+    return f"no such file or folder: {str(Path(spec).expanduser().resolve())!r}"
+
+
+def _tokenizer_syntax(spec: str) -> str | None:
+    """Why the tokenizer ``spec`` is malformed ('bpe:' without an integer vocabulary in range), or None."""
+    if spec.startswith("bpe:"):
+        size = spec[4:].strip()
+        if not size.isdigit():
+            return f"the part after 'bpe:' must be an integer vocabulary size, not {size!r}"
+        if not BPE_VOCAB[0] <= int(size) <= BPE_VOCAB[1]:
+            return f"the vocabulary size must be in [{BPE_VOCAB[0]}, {BPE_VOCAB[1]}]"
+    return _hub_name(spec)
+
+
+def _tokenizer_exists(spec: str) -> str | None:
+    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist), or None."""
+    if spec == "byte" or spec.startswith(("bpe:", "hf:")) or Path(spec).expanduser().is_dir():
+        return None
+    return f"not 'byte', 'bpe:...' or 'hf:...', and no such folder: {str(Path(spec).expanduser().resolve())!r}"
+
+
 def text_params() -> tuple[Param, ...]:
-    """The parameter group ``text``: the corpus a chapter reads, its size cap and its tokenizer."""
+    """The parameter group ``text``: the corpus a chapter reads, its size cap and its tokenizer.
+
+    The spec syntax is checked with each value; whether a local corpus or tokenizer path
+    exists is checked before a run (:meth:`Param.preflight`), never the network."""
     return (
         Param("corpus", str, None, "'default' (offline Python documentation), a local path, or 'hf:<dataset>'",
-              allow_none=True),
+              allow_none=True, forms="'default', a local .txt/.md file or folder, or 'hf:<dataset>'",
+              validate=_hub_name, requires=_corpus_exists),
         Param("max_corpus_mb", float, None, "read at most this many MB of a streamed corpus",
               minimum=0.01, allow_none=True),
-        Param("tokenizer", str, None, "'bpe:<vocab size>', 'byte', or 'hf:<name or path>'", allow_none=True),
+        Param("tokenizer", str, None, "'bpe:<vocab size>', 'byte', or 'hf:<name or path>'", allow_none=True,
+              forms=f"'byte', 'bpe:<vocab size {BPE_VOCAB[0]}..{BPE_VOCAB[1]}>', 'hf:<hub name or path>' "
+                    "or a local tokenizer folder",
+              validate=_tokenizer_syntax, requires=_tokenizer_exists),
     )
 
 
@@ -71,7 +142,8 @@ PARAMETER_GROUPS = {"text": text_params}
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
-_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "presets", "claims"}
+_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims"}
+_CONSTRAINT_KEYS = {"parameter", "check", "help"}
 _CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper"}
 
 
@@ -79,7 +151,8 @@ _CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper"}
 class Chapter:
     """One chapter: id (file stem), source and declaration paths (relative to the book's
     root), title (its first heading), ci budget, parameters (in the order of its
-    parameters cell, defaults from that cell), presets per profile and claims."""
+    parameters cell, defaults from that cell), presets per profile, claims, and the
+    constraints over several parameters."""
 
     id: str
     path: str
@@ -89,6 +162,7 @@ class Chapter:
     params: tuple[Param, ...]
     presets: dict[str, dict[str, Any]]
     claims: tuple[Claim, ...]
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def spec(self) -> ParamSpec:
@@ -109,7 +183,13 @@ class Chapter:
                     raise ParameterError(f"parameter {name!r} is None and profile {values['profile']!r} "
                                          "has no preset for it")
                 values[name] = self.spec[name].check(preset[name])
+        for constraint in self.constraints:
+            constraint.enforce(values)
         return values
+
+    def preflight(self, values: dict[str, Any]) -> None:
+        """Check that this machine can run the resolved ``values`` (a GPU, local files), before any work."""
+        self.spec.preflight(values)
 
 
 # --- reading a declaration --------------------------------------------------------------
@@ -153,6 +233,21 @@ def _checked(param: Param, value: Any, context: str) -> Any:
         return param.check(value)
     except ParameterError as err:
         raise ChapterDeclarationError(f"{context} {err}") from None
+
+
+def _constraint_from_declaration(spec: Any, params: dict[str, Param], where: str) -> Constraint:
+    if not isinstance(spec, dict) or {"parameter", "check"} - set(spec) or set(spec) - _CONSTRAINT_KEYS:
+        raise ChapterDeclarationError(f"{where}: each constraint is a mapping with 'parameter' and 'check' (and "
+                                      f"optionally 'help'); got {spec!r}")
+    constraint = Constraint(spec["parameter"], str(spec["check"]), spec.get("help", ""))
+    try:
+        unknown = (constraint.names() | {constraint.parameter}) - set(params)
+    except (SyntaxError, ValueError) as err:
+        raise ChapterDeclarationError(f"{where}: constraint {constraint.check!r}: {err}") from None
+    if unknown:
+        raise ChapterDeclarationError(f"{where}: constraint {constraint.check!r} names no parameter "
+                                      f"{', '.join(sorted(unknown))}; parameters: {', '.join(params)}")
+    return constraint
 
 
 def _claim_from_declaration(chapter_id: str, spec: Any, where: str) -> Claim:
@@ -267,9 +362,16 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
             raise ChapterDeclarationError(f"{where}: profile {profile!r} has no preset for {', '.join(lacking)} "
                                           "(their default is None)")
 
+    constraints = tuple(_constraint_from_declaration(spec, by_name, where) for spec in decl.get("constraints") or [])
     claims = tuple(_claim_from_declaration(chapter_id, spec, where) for spec in decl.get("claims") or [])
-    return Chapter(chapter_id, str(notebook_path.relative_to(root)), where, _title(notebook_path), budget,
-                   tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims)
+    chapter = Chapter(chapter_id, str(notebook_path.relative_to(root)), where, _title(notebook_path), budget,
+                      tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims, constraints)
+    for profile in PROFILES:  # every profile's presets must satisfy the constraints
+        try:
+            chapter.resolve({"profile": profile})
+        except ParameterError as err:
+            raise ChapterDeclarationError(f"{where}: the {profile!r} presets break a constraint: {err}") from None
+    return chapter
 
 
 # --- records a chapter writes -------------------------------------------------------------

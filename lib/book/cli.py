@@ -4,10 +4,13 @@
     lowrank-book run modes -p seed 3                   # -p NAME VALUE (a Python literal, else a string)
     lowrank-book run intro -p model_sizes "['p-tiny']" --out /tmp/myrun
     lowrank-book run --all --profile ci --build        # what `make book` does
+    lowrank-book report --records /tmp/myrun/records   # every claim's verdict from a records folder
     lowrank-book build                                 # render the executed chapters to HTML
     lowrank-book check                                 # do toc, notebooks and declarations agree?
 
-Every value is checked against the chapter's declaration before any cell runs.
+Every value is checked against the chapter's declaration before any kernel starts; a bad
+value or name exits with status 2 and one line naming the parameter, what is allowed and
+what was given.
 """
 from __future__ import annotations
 
@@ -20,6 +23,10 @@ from .pages import build_html
 from .parameters import ParameterError, parse_cli_value
 
 PROG = "lowrank-book"
+# exit status: 1 a chapter failed while running; 2 a bad command line (argparse's status too), a name or value
+# refused before any work; 3 (with --strict) a claim did not pass
+USAGE = 2
+CLAIMS_FAILED = 3
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -29,6 +36,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     commands.add_parser("list", help="chapters in reading order, their parameters and presets")
     commands.add_parser("check", help="check that _toc.yml, the notebooks and their declarations agree")
     commands.add_parser("build", help="build the HTML book from the executed chapters")
+    report = commands.add_parser("report", help="every claim's verdict, decided from a folder of chapter records")
+    report.add_argument("--records", type=Path, help="records folder (a `run --out DIR` writes DIR/records; "
+                                                     "default: _build/records)")
     run = commands.add_parser("run", help="check parameters, execute chapters, decide their claims")
     run.add_argument("chapters", nargs="*", help="chapter ids or source paths")
     run.add_argument("--all", action="store_true", help="every chapter of _toc.yml, in reading order")
@@ -38,7 +48,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="write executed notebooks and records here instead of _build/")
     run.add_argument("--timeout", type=int, help="per-cell timeout in seconds")
     run.add_argument("--build", action="store_true", help="build the HTML book afterwards")
-    run.add_argument("--strict", action="store_true", help="exit 2 if any claim fails or is not decided")
+    run.add_argument("--strict", action="store_true", help="exit 3 if any claim fails or is not decided")
     run.add_argument("--verbose", action="store_true", help="stream cell output")
     return parser
 
@@ -61,12 +71,12 @@ def _run(args: argparse.Namespace) -> int:
         given["profile"] = args.profile
     if not args.chapters and not args.all:
         print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
-        return 1
+        return USAGE
     try:
         plans = plan(args.chapters, given, every=args.all)
     except (ParameterError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return USAGE
 
     verdicts = []
     for chapter, mine in plans:
@@ -88,7 +98,22 @@ def _run(args: argparse.Namespace) -> int:
     if bad:
         print(f"[run] {len(bad)} of {len(verdicts)} claims did not pass: " + ", ".join(r.claim.id for r in bad))
         if args.strict:
-            return 2
+            return CLAIMS_FAILED
+    return 0
+
+
+def _report(records: Path | None) -> int:
+    from .report import collect
+
+    try:
+        results, _ = collect(records)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return USAGE
+    for r in results:
+        print(f"[{r.status:>7}] {r.claim.id}: {r.value!r} ({r.claim.check.describe()})")
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not run")}
+    print(f"{len(results)} claims: {counts['pass']} pass, {counts['fail']} fail, {counts['not run']} not run")
     return 0
 
 
@@ -118,6 +143,8 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         return 0
     if args.command == "build":
         return _build()
+    if args.command == "report":
+        return _report(args.records)
     return _run(args)
 
 

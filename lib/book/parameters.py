@@ -7,13 +7,20 @@ checked twice: by the runner (:mod:`lib.book.runner`) *before* any cell executes
 :func:`lib.book.setup` inside the notebook, so that a chapter run with papermill
 directly, or by hand, is checked too. Papermill alone only warns about unknown names and
 never checks types.
+
+Three kinds of check, all before any work: each value alone (:meth:`Param.check`: type,
+allowed set, bounds, and a parameter's own ``validate``, e.g. the syntax of a tokenizer
+spec); the values together (:class:`Constraint`, e.g. a tensor size limit over two
+parameters); and what the machine must provide (:meth:`Param.preflight`: a GPU for
+``device='cuda'``, an existing file for a corpus path), checked on the values a run will
+use but never on a declaration's presets.
 """
 from __future__ import annotations
 
 import ast
 import difflib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 
 class ParameterError(ValueError):
@@ -29,7 +36,11 @@ class Param:
 
     ``type``: int, float, str, bool or list; ``allowed``: a finite set of values (or None);
     ``minimum``/``maximum``: inclusive numeric bounds; ``allow_none``: None means
-    "take the profile's preset"; ``item_allowed``: allowed items of a list parameter.
+    "take the profile's preset"; ``item_allowed``: allowed items of a list parameter;
+    ``forms``: the allowed values in words (a string spec's forms), shown instead of the
+    type; ``validate(value)``: a reason the value is malformed, or None; ``requires(value)``:
+    a reason this machine cannot run the value (no GPU, no such file), or None, asked by
+    :meth:`preflight` only.
     """
 
     name: str
@@ -41,10 +52,13 @@ class Param:
     maximum: float | None = None
     allow_none: bool = False
     item_allowed: tuple | None = None
+    forms: str | None = None
+    validate: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
+    requires: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         """What values are allowed, in words."""
-        parts = [_TYPE_NAMES.get(self.type, self.type.__name__)]
+        parts = [self.forms or _TYPE_NAMES.get(self.type, self.type.__name__)]
         if self.allowed is not None:
             parts = ["one of " + ", ".join(repr(a) for a in self.allowed)]
         if self.minimum is not None:
@@ -77,13 +91,80 @@ class Param:
         if self.maximum is not None and value > self.maximum:
             self._fail(value)
         if self.item_allowed is not None and any(item not in self.item_allowed for item in value):
-            self._fail(value)
+            self._fail(value, suggest(next(i for i in value if i not in self.item_allowed), self.item_allowed)
+                       if all(isinstance(i, str) for i in self.item_allowed) else "")
+        if self.validate is not None and (reason := self.validate(value)):
+            self._fail(value, f": {reason}")
         return value
 
-    def _fail(self, value: Any) -> None:
+    def preflight(self, value: Any) -> None:
+        """Raise :class:`ParameterError` if this machine cannot run ``value`` (see ``requires``)."""
+        if value is not None and self.requires is not None and (reason := self.requires(value)):
+            self._fail(value, f": {reason}")
+
+    def _fail(self, value: Any, why: str | None = None) -> None:
+        if why is None:  # a misspelt choice gets the closest allowed one
+            choices = [a for a in self.allowed or () if isinstance(a, str)]
+            why = suggest(value, choices) if isinstance(value, str) else ""
         raise ParameterError(
             f"parameter {self.name!r}: allowed values are {self.describe()}; "
-            f"got {value!r} ({type(value).__name__})")
+            f"got {value!r} ({type(value).__name__}){why}")
+
+
+_SAFE_NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Load, ast.Constant,
+               ast.Call, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult, ast.Div,
+               ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_SAFE_FUNCTIONS = {"len": len, "min": min, "max": max, "abs": abs, "sum": sum}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A rule over several parameters, checked once presets are filled in.
+
+    ``check`` is a Python expression over parameter names (arithmetic, comparisons,
+    ``and``/``or``/``not``, ``len``/``min``/``max``/``abs``/``sum``), e.g.
+    ``alphabet_size ** (2 * block_length) <= 2 ** 20``; ``parameter`` is the one a
+    violation is reported against; ``help`` says why the rule exists.
+    """
+
+    parameter: str
+    check: str
+    help: str = ""
+
+    def names(self) -> set[str]:
+        """The parameter names the expression reads; SyntaxError/ValueError if it is not a safe expression."""
+        tree = ast.parse(self.check, mode="eval")
+        for node in ast.walk(tree):
+            if not isinstance(node, _SAFE_NODES):
+                raise ValueError(f"constraint {self.check!r}: {type(node).__name__} is not allowed")
+            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _SAFE_FUNCTIONS):
+                raise ValueError(f"constraint {self.check!r}: only {', '.join(_SAFE_FUNCTIONS)} may be called")
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - calls
+
+    def holds(self, values: dict[str, Any]) -> bool:
+        """Whether the rule holds; integers are read as floats, so that a huge given value
+        overflows (OverflowError) instead of computing an enormous power."""
+        self.names()  # refuses anything but a safe expression
+        floats = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in values.items()}
+        return bool(eval(compile(ast.parse(self.check, mode="eval"), "<constraint>", "eval"),  # noqa: S307
+                         {"__builtins__": {}, **_SAFE_FUNCTIONS}, floats))
+
+    def enforce(self, values: dict[str, Any]) -> None:
+        """Raise :class:`ParameterError` naming :attr:`parameter`, the rule and the other values it read."""
+        note = ""
+        try:
+            ok = self.holds(values)
+        except OverflowError:  # far past any limit
+            ok = False
+        except (ArithmeticError, TypeError, ValueError) as err:
+            ok, note = False, f"; the rule fails to evaluate: {err}"
+        if not ok:
+            others = ", ".join(f"{n} = {values[n]!r}" for n in sorted(self.names()) if n != self.parameter)
+            raise ParameterError(
+                f"parameter {self.parameter!r}: allowed values satisfy {self.check}"
+                + (f" (with {others})" if others else "") + (f", {self.help}" if self.help else "")
+                + f"; got {values.get(self.parameter)!r}{note}")
 
 
 @dataclass(frozen=True)
@@ -106,6 +187,11 @@ class ParamSpec:
     def check(self, values: dict[str, Any]) -> dict[str, Any]:
         """Check every given value; unknown names are errors that list the known ones."""
         return {name: self[name].check(value) for name, value in values.items()}
+
+    def preflight(self, values: dict[str, Any]) -> None:
+        """Check that this machine can run ``values`` (:meth:`Param.preflight` of each)."""
+        for name, value in values.items():
+            self[name].preflight(value)
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}

@@ -2,7 +2,8 @@
 
 Nothing here is typed by hand: the rows come from the chapters' declarations
 (:func:`lib.book.chapters.all_claims`), the values from ``_build/records/<chapter>.json``, the
-verdicts from :func:`lib.book.claims.evaluate`.
+verdicts from :func:`lib.book.claims.evaluate`. Another records folder (a run with ``--out``) is
+read with ``lowrank-book report --records DIR`` or the report chapter's ``records_dir``.
 """
 from __future__ import annotations
 
@@ -13,9 +14,27 @@ from .claims import Result, evaluate
 from .records import load_records, records_dir
 
 
+def records_folder(directory: Path | str | None = None) -> Path:
+    """The records folder to read: ``directory`` (or, given a ``lowrank-book run --out DIR`` folder, its
+    ``records/``), else the book's (``$BOOK_RECORDS_DIR`` or ``_build/records``).
+
+    Raises FileNotFoundError for a given folder that does not exist, rather than reporting
+    every claim "not run".
+    """
+    if not directory:
+        return records_dir()
+    directory = Path(directory).expanduser()
+    if not directory.is_dir():
+        raise FileNotFoundError(f"records folder {str(directory)!r} does not exist (a `lowrank-book run --out DIR` "
+                                f"writes its records to DIR/records; the book's are in {records_dir()})")
+    if not any(directory.glob("*.json")) and (directory / "records").is_dir():
+        return directory / "records"
+    return directory
+
+
 def collect(directory: Path | None = None) -> tuple[list[Result], dict[str, dict]]:
-    """Every claim's result and the metadata of each chapter's run."""
-    directory = Path(directory) if directory else records_dir()
+    """Every claim's result and the metadata of each chapter's run (records from :func:`records_folder`)."""
+    directory = records_folder(directory)
     claims = all_claims()
     records = {chapter: load_records(chapter, directory) for chapter in {c.chapter for c in claims}}
     results = [evaluate(c, records[c.chapter]) for c in claims]

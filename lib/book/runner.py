@@ -5,10 +5,14 @@ For each chapter the runner
 1. finds it among the chapters of ``_toc.yml`` (:mod:`lib.book.chapters`, which checks
    each notebook against its declaration) and reads the notebook with jupytext;
 2. checks every given parameter against the chapter's declaration: an unknown name, a
-   wrong type or a value outside the allowed set stops the run with a message naming the
-   parameter, what is allowed and what was given, before any cell runs;
+   wrong type, a value outside the allowed set or bounds, a malformed spec, a broken
+   constraint between parameters, or what this machine lacks (a GPU for ``device='cuda'``,
+   a local corpus or tokenizer path) stops the run with a one-line message naming the
+   parameter, what is allowed and what was given, before any kernel starts;
 3. executes the notebook with papermill (working directory: the chapter's folder; a
-   per-cell timeout) into ``_build/src/<chapter>.ipynb`` (or an output folder);
+   per-cell timeout; the kernel over IPC where the platform has it, and not interrupted on
+   a normal shutdown, so that its log carries no transport warning or spurious
+   ``KeyboardInterrupt``) into ``_build/src/<chapter>.ipynb`` (or an output folder);
 4. completes the chapter's record (``_build/records/<chapter>.json``: every recorded value
    plus profile, parameters, seed, device, package versions, wall time) and decides the
    chapter's claims.
@@ -21,15 +25,16 @@ import json
 import os
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import Chapter, chapters, get_chapter, read_notebook as read_source
+from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
 from .claims import Result, evaluate
 from .pages import executed_path
-from .parameters import ParameterError
+from .parameters import ParameterError, suggest
 from .records import RECORDS_ENV, load_records, records_dir
 
 
@@ -72,8 +77,50 @@ def read_notebook(chapter: Chapter):
 
 
 def check_parameters(chapter: Chapter, given: dict[str, Any]) -> dict[str, Any]:
-    """Check given values (unknown names, types, allowed sets); return them, resolved."""
-    return chapter.resolve(given)
+    """Check given values (names, types, allowed sets, bounds, spec syntax, constraints, and
+    what this machine must provide); return them, resolved."""
+    values = chapter.resolve(given)
+    chapter.preflight(values)
+    return values
+
+
+def absolute_paths(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with relative local paths of :data:`PATH_PARAMETERS` made absolute:
+    the kernel runs in the chapter's folder, the reader meant their own working directory."""
+    def fix(name: str, value: Any) -> Any:
+        if name in PATH_PARAMETERS and isinstance(value, str) and not value.startswith(("hf:", "bpe:")):
+            path = Path(value).expanduser()
+            if not path.is_absolute() and path.exists():
+                return str(path.resolve())
+        return value
+    return {name: fix(name, value) for name, value in given.items()}
+
+
+def quiet_kernel_manager():
+    """The kernel manager class the runner starts kernels with.
+
+    Over IPC (Unix sockets at a unique path in the temporary folder, removed at shutdown)
+    rather than TCP where the platform has it, so the kernel does not warn that it runs
+    unencrypted over TCP; and no SIGINT on shutdown (jupyter_client interrupts before every
+    shutdown request, which the kernel may log as ``ERROR | KeyboardInterrupt caught in
+    kernel``). The public ``interrupt_kernel`` (a timeout, the reader) still interrupts; a
+    kernel that does not stop on the shutdown request is terminated and killed as usual;
+    errors in cells reach the runner through papermill, untouched.
+    """
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            if os.name == "posix":  # sockets at an absolute, unique path: kernels in one folder never collide
+                self.transport = "ipc"
+                self.ip = os.path.join(tempfile.gettempdir(), f"lowrank-kernel-{uuid.uuid4().hex[:12]}")
+
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+    return QuietKernelManager
 
 
 def default_timeout(profile: str, chapter: Chapter) -> int:
@@ -87,7 +134,9 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
     import papermill
 
     nb = read_notebook(chapter)
+    given = absolute_paths(given)
     resolved = check_parameters(chapter, given)
+    out_dir = Path(out_dir).resolve() if out_dir else None  # the kernel runs in the chapter's folder
     notebook_out = (out_dir / f"{chapter.id}.ipynb") if out_dir else executed_path(chapter.page)
     rec_dir = (out_dir / "records") if out_dir else records_dir()
     notebook_out.parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +152,8 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
             papermill.execute_notebook(
                 str(source_nb), str(notebook_out), parameters=given, cwd=str((REPO_ROOT / chapter.path).parent),
                 kernel_name="python3", execution_timeout=timeout or default_timeout(resolved["profile"], chapter),
-                progress_bar=verbose, log_output=verbose, request_save_on_cell_execute=False)
+                progress_bar=verbose, log_output=verbose, request_save_on_cell_execute=False,
+                kernel_manager_class=quiet_kernel_manager())
     finally:
         for key, value in env_before.items():
             if value is None:
@@ -132,12 +182,14 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False) -> list
     """
     selected = book_chapters() if every else [find_chapter(ref) for ref in refs]
     if every:
-        unknown = [k for k in given if not any(k in c.spec.names for c in selected)]
+        names = sorted({n for c in selected for n in c.spec.names})
+        unknown = [k for k in given if k not in names]
         if unknown:
-            raise ParameterError(f"no chapter has the parameter(s) {', '.join(map(repr, unknown))}")
+            raise ParameterError(f"no chapter has the parameter(s) {', '.join(map(repr, unknown))}"
+                                 f"{suggest(unknown[0], names)}; `lowrank-book list` shows each chapter's")
     plans = []
     for chapter in selected:
-        mine = {k: v for k, v in given.items() if k in chapter.spec.names} if every else dict(given)
+        mine = absolute_paths({k: v for k, v in given.items() if k in chapter.spec.names} if every else dict(given))
         check_parameters(chapter, mine)
         plans.append((chapter, mine))
     return plans

@@ -1,4 +1,9 @@
 """The first cell, ``cfg = setup("<chapter>")``, reads the notebook's parameters and refuses unknown ones."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -69,3 +74,42 @@ def test_plain_papermill_refuses_a_misspelt_parameter(tmp_path):
         papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"), parameters={"sed": 3},
                                    cwd=str(REPO_ROOT / "chapters"), kernel_name="python3", progress_bar=False,
                                    execution_timeout=300)
+
+
+def test_setup_checks_what_the_machine_must_provide_before_any_work(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv(records.RECORDS_ENV, str(tmp_path))
+    with pytest.raises(ParameterError, match=r"parameter 'corpus'.*got '/no/such/texts' \(str\): no such file"):
+        setup("modes", corpus="/no/such/texts")
+    (tmp_path / "texts.txt").write_text("Some text.\n")
+    assert setup("modes", corpus=str(tmp_path / "texts.txt")).corpus == str(tmp_path / "texts.txt")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ParameterError, match=r"parameter 'device'.*got 'cuda'.*no CUDA GPU"):
+        setup("hilbert", device="cuda")
+    assert setup("hilbert", device="cpu").torch_device.type == "cpu"
+
+
+def papermill_cli(tmp_path, *parameters):
+    """The README's command for plain papermill: jupytext turns the MyST source into .ipynb, papermill runs it."""
+    bin_ = Path(sys.executable).parent
+    source = tmp_path / "hilbert.ipynb"
+    subprocess.run([bin_ / "jupytext", "--to", "ipynb", REPO_ROOT / HILBERT.path, "-o", source], check=True,
+                   capture_output=True, timeout=60)
+    env = {**os.environ, records.RECORDS_ENV: str(tmp_path / "records")}
+    return subprocess.run([bin_ / "papermill", source, tmp_path / "out.ipynb", *parameters], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_plain_papermill_cli_refuses_a_misspelt_parameter(tmp_path):
+    proc = papermill_cli(tmp_path, "-p", "sed", "3")
+    assert proc.returncode != 0
+    assert ("ParameterError: unknown parameter 'sed'; this chapter's parameters are: profile, seed, device"
+            in proc.stderr) and "(did you mean 'seed'?)" in proc.stderr
+
+
+@pytest.mark.slow
+def test_plain_papermill_cli_runs_a_chapter_with_a_parameter(tmp_path):
+    proc = papermill_cli(tmp_path, "-p", "seed", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert records.load_records("hilbert", tmp_path / "records")["meta"]["seed"] == 3

@@ -9,6 +9,7 @@ import pytest
 
 from lib import REPO_ROOT
 from lib.book.chapters import ChapterDeclarationError, chapters, discover, read_yaml
+from lib.book.parameters import ParameterError
 
 FRONT = """---
 jupytext:
@@ -201,3 +202,36 @@ def test_model_sizes_allowed_by_the_introduction_are_the_suites_sizes():
     from lib.models.mini_pythia import SIZES
 
     assert chapters()["intro"].spec["model_sizes"].item_allowed == tuple(SIZES)
+
+
+CONSTRAINED = DECLARATION.replace("presets:", """constraints:
+  - parameter: steps
+    check: steps * rate <= 100
+    help: the toy loop's work must fit
+presets:""", 1)
+
+
+def test_a_constraint_over_several_parameters_is_checked_after_presets(tmp_path):
+    alpha = discover(write_book(tmp_path, declaration=CONSTRAINED))["alpha"]
+    assert alpha.resolve({"steps": 1000, "rate": 0.1})["steps"] == 1000  # 100 <= 100 passes
+    with pytest.raises(ParameterError, match=r"^parameter 'steps': allowed values satisfy steps \* rate <= 100 "
+                                             r"\(with rate = 0.5\), the toy loop's work must fit; got 1000$"):
+        alpha.resolve({"steps": 1000, "rate": 0.5})
+    with pytest.raises(ParameterError, match=r"parameter 'steps'.*with rate = 0.5.*got 300"):
+        alpha.resolve({"profile": "paper", "rate": 0.5})  # the paper preset's steps, with a given rate
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("check: steps * rate <= 100", "check: stepz * rate <= 100", r"names no parameter stepz"),
+    ("parameter: steps", "parameter: stpes", r"names no parameter stpes"),
+    ("check: steps * rate <= 100", "check: __import__('os')", r"only len, min, max, abs, sum may be called"),
+    ("check: steps * rate <= 100", "check: steps.real <= 1", r"Attribute is not allowed"),
+    ("check: steps * rate <= 100", "check: steps * rate <= 10", r"the 'paper' presets break a constraint: "
+                                                                  r"parameter 'steps'"),
+    ("    help: the toy loop's work must fit\n", "    hint: x\n", r"each constraint is a mapping with 'parameter'"),
+])
+def test_constraint_mistakes_are_caught_with_the_file_named(tmp_path, old, new, message):
+    assert old in CONSTRAINED
+    write_book(tmp_path, declaration=CONSTRAINED.replace(old, new, 1))
+    with pytest.raises(ChapterDeclarationError, match="chapters/alpha.yml.*" + message):
+        discover(tmp_path)

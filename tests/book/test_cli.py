@@ -1,4 +1,6 @@
 """The command line refuses bad parameters before any cell runs, with a message naming them."""
+import json
+import os
 import subprocess
 import sys
 import time
@@ -10,32 +12,112 @@ from lib import REPO_ROOT
 from lib.book.chapters import chapters
 from lib.book.pages import is_notebook, source_path, toc_files
 from lib.book.parameters import ParameterError
-from lib.book.runner import book_chapters, check_parameters, find_chapter, read_notebook
+from lib.book.runner import absolute_paths, book_chapters, check_parameters, find_chapter, plan, read_notebook
 
 
-def run_cli(*args, command=(sys.executable, "-m", "lib")):
+def run_cli(*args, command=(sys.executable, "-m", "lib"), cwd=REPO_ROOT):
     start = time.perf_counter()
-    proc = subprocess.run([*command, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
     return proc, time.perf_counter() - start
 
 
-@pytest.mark.parametrize("args, message", [
+BAD_INPUT = [
     (["intro", "-p", "seeed", "1"], "unknown parameter 'seeed'; this chapter's parameters are: profile, seed"),
     (["intro", "-p", "sed", "1"], "(did you mean 'seed'?)"),
     (["intro", "-p", "seed", "abc"], "parameter 'seed': allowed values are int >= 0; got 'abc' (str)"),
-    (["intro", "-p", "profile", "cpi"], "parameter 'profile': allowed values are one of 'ci', 'paper'; got 'cpi'"),
-    (["intro", "-p", "train_steps", "0"], "parameter 'train_steps'"),
-    (["intro", "-p", "model_sizes", "['p-huge']"], "parameter 'model_sizes'"),
+    (["intro", "-p", "profile", "cpi"], "parameter 'profile': allowed values are one of 'ci', 'paper'; got 'cpi' (str) "
+                                        "(did you mean 'ci'?)"),
+    (["intro", "-p", "train_steps", "0"], "parameter 'train_steps': allowed values are int >= 1 or None (the profile's preset); got 0 (int)"),
+    (["intro", "-p", "model_sizes", "['p-smal']"], "parameter 'model_sizes'"),
+    (["intro", "-p", "model_sizes", "['p-smal']"], "(did you mean 'p-small'?)"),
+    (["intro", "-p", "tokenizer", "bpe:abc"], "parameter 'tokenizer': allowed values are 'byte', 'bpe:<vocab size "
+                                              "257..262144>'"),
+    (["intro", "-p", "tokenizer", "bpe:abc"], "got 'bpe:abc' (str): the part after 'bpe:' must be an integer"),
+    (["intro", "-p", "tokenizer", "bpe:12"], "the vocabulary size must be in [257, 262144]"),
+    (["intro", "-p", "tokenizer", "hf:"], "a hub name must follow 'hf:'"),
+    (["intro", "-p", "tokenizer", "./no/such/tokenizer"], "no such folder"),
+    (["modes", "-p", "corpus", "/no/such/texts"], "parameter 'corpus': allowed values are 'default', a local "
+                                                  ".txt/.md file or folder, or 'hf:<dataset>'"),
+    (["modes", "-p", "corpus", "/no/such/texts"], "got '/no/such/texts' (str): no such file or folder"),
+    (["modes", "-p", "max_corpus_mb", "0"], "parameter 'max_corpus_mb': allowed values are float >= 0.01 or None (the profile's preset); got 0.0"),
     (["--all", "-p", "nonsense", "1"], "no chapter has the parameter(s) 'nonsense'"),
+    (["--all", "-p", "sede", "1"], "(did you mean 'seed'?)"),
     (["chapters/missing.md"], "unknown chapter"),
     (["modse"], "unknown chapter 'modse' (did you mean 'modes'?)"),
-])
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_INPUT)
 def test_cli_refuses_before_running(args, message, tmp_path):
+    """Each bad input: exit status 2, one line naming the parameter, what is allowed and what was given, in < 5 s."""
     proc, wall = run_cli("run", *args, "--out", str(tmp_path))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not any(tmp_path.iterdir())  # nothing executed, nothing written
-    assert wall < 60
+    assert wall < 5
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_cli_refuses_cuda_without_a_gpu(tmp_path):
+    proc, wall = run_cli("run", "hilbert", "-p", "device", "cuda", "--out", str(tmp_path))
+    assert proc.returncode == 2 and wall < 5
+    assert proc.stderr.startswith("error: parameter 'device': allowed values are one of 'auto', 'cpu', 'cuda'; got "
+                                  "'cuda' (str): ") and proc.stderr.endswith("; use 'auto' or 'cpu'\n")
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_good_values_pass_the_same_checks(tmp_path, monkeypatch):
+    """The other way round: the values the refusals above are next to pass the runner's checks."""
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("Some text.\n")
+    (tmp_path / "tok").mkdir()
+    intro, modes, hilbert = (chapters()[c] for c in ("intro", "modes", "hilbert"))
+    for good in ({"seed": 1}, {"profile": "paper"}, {"train_steps": 1}, {"model_sizes": ["p-small"]},
+                 {"tokenizer": "bpe:4096"}, {"tokenizer": "byte"}, {"tokenizer": "hf:EleutherAI/pythia-70m"},
+                 {"tokenizer": str(tmp_path / "tok")}, {"device": "cpu"}, {"device": "auto"}):
+        check_parameters(intro, good)
+    for good in ({"corpus": str(tmp_path / "texts")}, {"corpus": str(tmp_path / "texts" / "a.txt")},
+                 {"corpus": "default"}, {"corpus": "hf:monology/pile-uncopyrighted"}, {"max_corpus_mb": 0.01}):
+        check_parameters(modes, good)
+    check_parameters(hilbert, {"block_length": 3})
+    assert [c.id for c, _ in plan([], {"seed": 2}, every=True)] == [c.id for c in book_chapters()]
+    monkeypatch.chdir(tmp_path)  # a relative path is the reader's: the runner makes it absolute for the kernel
+    assert absolute_paths({"corpus": "texts", "seed": 1}) == {"corpus": str(tmp_path / "texts"), "seed": 1}
+    named = {"corpus": "default", "tokenizer": "bpe:300"}
+    assert absolute_paths(named) == named
+
+
+def test_cuda_is_checked_against_what_torch_sees(monkeypatch):
+    import torch
+
+    from lib.book import chapters as chapters_module
+
+    assert chapters_module.torch_builds_cuda() == bool(torch.version.cuda or torch.version.hip)
+    hilbert = chapters()["hilbert"]
+    monkeypatch.setattr(chapters_module, "torch_builds_cuda", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert check_parameters(hilbert, {"device": "cuda"})["device"] == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ParameterError, match="parameter 'device'.*got 'cuda'.*PyTorch sees no CUDA GPU"):
+        check_parameters(hilbert, {"device": "cuda"})
+    monkeypatch.setattr(chapters_module, "torch_builds_cuda", lambda: False)  # a CPU build: known without torch
+    with pytest.raises(ParameterError, match="parameter 'device'.*got 'cuda'.*a CPU-only build"):
+        check_parameters(hilbert, {"device": "cuda"})
+
+
+def test_report_reads_a_records_folder(tmp_path):
+    """`lowrank-book report --records DIR` decides every claim from DIR (or a `run --out` folder's records/)."""
+    claim = chapters()["hilbert"].claims[0]
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "hilbert.json").write_text(json.dumps(
+        {"chapter": "hilbert", "values": {claim.record: {"value": 0.0}}, "meta": {"profile": "ci"}}))
+    for folder in (tmp_path, tmp_path / "records"):
+        proc, _ = run_cli("report", "--records", str(folder))
+        assert proc.returncode == 0, proc.stderr
+        assert f"[   pass] {claim.id}: 0.0" in proc.stdout and "1 pass, 0 fail" in proc.stdout
+    proc, wall = run_cli("report", "--records", str(tmp_path / "nowhere"))
+    assert proc.returncode == 2 and "records folder" in proc.stderr and "does not exist" in proc.stderr
 
 
 def test_list_shows_parameters_in_reading_order():
@@ -52,14 +134,14 @@ def test_installed_console_script_is_the_same_command():
     proc, _ = run_cli("check", command=(str(script),))
     assert proc.returncode == 0 and "the book agrees with itself" in proc.stdout, proc.stderr
     proc, _ = run_cli("run", "intro", "-p", "seeed", "1", command=(str(script),))
-    assert proc.returncode == 1 and "unknown parameter 'seeed'" in proc.stderr
+    assert proc.returncode == 2 and "unknown parameter 'seeed'" in proc.stderr
 
 
 def test_a_command_is_required():
     proc, _ = run_cli()
     assert proc.returncode == 2 and "COMMAND" in proc.stderr
     proc, _ = run_cli("run")
-    assert proc.returncode == 1 and "name at least one chapter" in proc.stderr
+    assert proc.returncode == 2 and "name at least one chapter" in proc.stderr
 
 
 def test_parameters_cells_agree_with_declarations_and_toc():
@@ -71,3 +153,37 @@ def test_parameters_cells_agree_with_declarations_and_toc():
         assert find_chapter(chapter.path) is chapter
     with pytest.raises(ParameterError):
         check_parameters(chapters()["intro"], {"device": "tpu"})
+
+
+def test_the_runners_kernel_is_quiet_but_still_interruptible(monkeypatch):
+    """IPC at a unique absolute path (no 'running over TCP without encryption' warning); no SIGINT on shutdown."""
+    import asyncio
+
+    from jupyter_client import AsyncKernelManager
+
+    from lib.book.runner import quiet_kernel_manager
+
+    cls = quiet_kernel_manager()
+    a, b = cls(kernel_name="python3"), cls(kernel_name="python3")
+    if os.name == "posix":
+        assert a.transport == "ipc" and os.path.isabs(a.ip) and a.ip != b.ip
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    asyncio.run(a._async_interrupt_kernel())  # a reader's interrupt (or a timeout's) goes through
+    a.shutting_down = True
+    asyncio.run(a._async_interrupt_kernel())  # the one jupyter_client sends before every shutdown does not
+    assert sent == [False]
+
+
+@pytest.mark.slow
+def test_a_run_prints_no_kernel_noise(tmp_path):
+    proc, _ = run_cli("run", "hilbert", "-p", "seed", "3", "--out", "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr  # no transport warning, no KeyboardInterrupt from the shutdown
+    assert (tmp_path / "out" / "records" / "hilbert.json").is_file()  # a relative --out is the reader's folder
+    proc, _ = run_cli("report", "--records", str(tmp_path / "out"))
+    assert "hilbert.lemma-4-5" in proc.stdout and "not run" in proc.stdout

@@ -2,7 +2,8 @@
 import pytest
 
 from lib.book.chapters import PROFILES, chapters, get_chapter
-from lib.book.parameters import Param, ParameterError, ParamSpec, parameters_cell_values, parse_cli_value, suggest
+from lib.book.parameters import (Constraint, Param, ParameterError, ParamSpec, parameters_cell_values, parse_cli_value,
+                                 suggest)
 
 
 def test_type_and_allowed_values_are_enforced_with_named_messages():
@@ -79,3 +80,34 @@ def test_resolve_fills_presets_and_keeps_overrides():
         intro.resolve({"train_steps": "many"})
     with pytest.raises(ParameterError, match="unknown chapter"):
         get_chapter("nope")
+
+
+def test_a_parameters_own_check_and_what_the_machine_must_provide():
+    here = {"yes"}
+    p = Param("spec", str, "a:1", forms="'a:<int>'", validate=lambda v: None if v[2:].isdigit() else "not an int",
+              requires=lambda v: None if v in here else "not here")
+    assert p.check("a:2") == "a:2" and p.describe() == "'a:<int>'"
+    with pytest.raises(ParameterError, match=r"^parameter 'spec': allowed values are 'a:<int>'; got 'a:x' \(str\): "
+                                             r"not an int$"):
+        p.check("a:x")
+    p.check("a:3")  # syntax only: what the machine provides is the preflight's business
+    with pytest.raises(ParameterError, match=r"got 'a:3' \(str\): not here$"):
+        p.preflight("a:3")
+    here.add("a:3")
+    p.preflight("a:3")
+    ParamSpec((p,)).preflight({"spec": "a:3"})
+
+
+def test_constraints_evaluate_safe_expressions_only():
+    c = Constraint("k", "V ** (2 * k) <= 2 ** 20", "tensors must fit")
+    assert c.names() == {"V", "k"}
+    c.enforce({"V": 3, "k": 6})
+    with pytest.raises(ParameterError, match=r"^parameter 'k': allowed values satisfy V \*\* \(2 \* k\) <= 2 \*\* 20 "
+                                             r"\(with V = 3\), tensors must fit; got 7$"):
+        c.enforce({"V": 3, "k": 7})
+    with pytest.raises(ParameterError, match=r"got 1000000000$"):  # refused at once, not computed
+        c.enforce({"V": 3, "k": 10 ** 9})
+    assert Constraint("xs", "len(xs) <= max(a, 2)").holds({"xs": [1, 2], "a": 1})
+    for unsafe in ("__import__('os').system('true')", "(1).real", "[x for x in a]", "open('f')"):
+        with pytest.raises(ValueError, match="not allowed|may be called"):
+            Constraint("a", unsafe).holds({"a": [1]})
