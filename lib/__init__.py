@@ -8,6 +8,7 @@ The tree shows the architecture:
   :mod:`lib.modes` (modes and effective distributions), :mod:`lib.perturbation`,
   :mod:`lib.empirical_modes` (modes of real text), :mod:`lib.llc` with :mod:`lib.known_llc` (learning
   coefficients), :mod:`lib.conditional_models` and :mod:`lib.insensitivity` (mode insensitivity),
+  :mod:`lib.llc_theorems` (coupled chains for q and q^(χ), Theorems 7.3–7.4, the resolution dial),
   :mod:`lib.isan` (ISANs and logit rank)
   with :mod:`lib.isan_experiments`;
 * :mod:`lib.text`: the text pipeline (corpora, tokenizers, n-gram counts);

@@ -90,15 +90,63 @@ class Support:
         """|Σ^l|: the continuations a model scores."""
         return self.joint.shape[1]
 
+    def full_conditional(self, conditional=None) -> np.ndarray:
+        """A conditional over the kept histories (default q(y|x)) as a (|Σ^k|, |Σ^l|) array over
+        all joint rows (rows with q(x) = 0 are zero)."""
+        cond = self.modes.conditional if conditional is None else conditional
+        cond = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond, dtype=np.float64)
+        if cond.shape != self.modes.shape:
+            raise SupportError(f"a conditional over the kept histories has shape {self.modes.shape}; got {cond.shape}")
+        out = np.zeros((self.n_rows, self.n_cols))
+        out[self.modes.rows] = cond
+        return out
+
+    def _uniforms(self, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Histories x_i ~ q(x) (joint rows) and one uniform u_i per pair, from ``seed``."""
+        rng = np.random.default_rng(seed)
+        q_x = self.joint.sum(axis=1)
+        rows = rng.choice(self.n_rows, size=int(n), p=q_x / q_x.sum())
+        return rows, rng.random(int(n))
+
+    def _inverse_cdf(self, rows: np.ndarray, u: np.ndarray, full_cond: np.ndarray) -> np.ndarray:
+        cdf = np.cumsum(full_cond[rows], axis=1)
+        cdf /= cdf[:, -1:]
+        return np.minimum((u[:, None] >= cdf).sum(axis=1), self.n_cols - 1)
+
     def sample(self, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """n i.i.d. pairs (row of x, column of y) ~ q(xy), exactly (a categorical draw on the joint)."""
-        p = self.joint.ravel()
-        codes = np.random.default_rng(seed).choice(p.size, size=int(n), p=p / p.sum())
-        return codes // self.n_cols, codes % self.n_cols
+        """n i.i.d. pairs (row of x, column of y) ~ q(xy): x from q(x), then y = F⁻¹(u | x) by the
+        inverse conditional CDF of a uniform u (so :meth:`coupled_sample` can reuse the u)."""
+        rows, u = self._uniforms(n, seed)
+        return rows, self._inverse_cdf(rows, u, self.full_conditional())
+
+    def coupled_sample(self, n: int, seed: int, conditional) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs of :meth:`sample` (same ``seed``: the same x_i, y_i) and, with common random
+        numbers, y'_i = F⁻¹(u_i | x_i) under another conditional over the kept histories (e.g.
+        q^(χ)): (rows, y, y'). The x-marginal is q's for both, and y'_i = y_i wherever the two
+        CDFs agree on u_i, so P(y ≠ y') is small when the conditionals are close."""
+        rows, u = self._uniforms(n, seed)
+        return (rows, self._inverse_cdf(rows, u, self.full_conditional()),
+                self._inverse_cdf(rows, u, self.full_conditional(conditional)))
 
     def describe(self) -> str:
         return (f"{self.name}: |Σ| = {self.alphabet_size}, k = {self.k}, l = {self.l}, "
                 f"{self.modes.shape[0]} histories with q(x) > 0, rank {self.modes.rank}")
+
+
+def ladder_support(*, history_length: int, ladder_bigrams: int, ladder_top: float, ladder_ratio: float,
+                   background_size: int, seed: int) -> Support:
+    """The mode ladder (:func:`lib.languages.mode_ladder`, background drawn from ``seed``) on
+    Σ^k × Σ with k = ``history_length``: the setting of the chapters "Insensitivity" and "LLC
+    theorems" (their parameters by name)."""
+    from .languages import mode_ladder
+
+    try:
+        lang = mode_ladder(k=history_length, n_bigrams=ladder_bigrams, top=ladder_top, ratio=ladder_ratio,
+                           background=background_size, rng=seed)
+    except ValueError as err:
+        raise SupportError(f"parameters 'ladder_top', 'ladder_ratio', 'ladder_bigrams', 'history_length' do not "
+                           f"give a mode ladder: {err}") from None
+    return Support.of(lang, history_length, 1, name="mode ladder")
 
 
 # ---------------------------------------------------------------------------

@@ -206,3 +206,24 @@ def test_model_propensities_split_p_and_reduce_to_def_4_9(ladder, factored):
     assert np.abs(ins.model_propensities(modes, p, np.arange(modes.n_modes)) - modes.propensity()).max() > 1e-3
     coords = ins.mode_coordinates(factored, modes)
     assert coords["propensities"].shape == (modes.rank, *modes.shape)
+
+
+def test_sampling_is_exact_and_coupled_by_common_random_numbers(ladder):
+    n = 200_000
+    rows, y = ladder.sample(n, seed=5)
+    freq = np.zeros(ladder.joint.shape)
+    np.add.at(freq, (rows, y), 1.0 / n)
+    assert np.abs(freq - ladder.joint).max() < 5 * np.sqrt(ladder.joint.max() / n)    # ~5 standard errors
+    same = ladder.coupled_sample(1000, 5, ladder.modes.conditional)
+    assert np.array_equal(same[1], same[2]) and np.array_equal(same[1], ladder.sample(1000, 5)[1])
+    q3 = ins.effective(ladder.modes, 3)
+    r, y1, y2 = ladder.coupled_sample(n, 5, q3)
+    freq2 = np.zeros(ladder.joint.shape)
+    np.add.at(freq2, (r, y2), 1.0 / n)
+    want = ladder.full_conditional(q3) * ladder.joint.sum(axis=1, keepdims=True)
+    assert np.abs(freq2 - want).max() < 5 * np.sqrt(want.max() / n)
+    # the inverse-CDF coupling differs at least as often as the total variation distance
+    tv = 0.5 * np.sum(ladder.modes.q_x[:, None] * np.abs(ladder.modes.conditional - q3))
+    assert tv - 0.01 <= np.mean(y1 != y2) < 1.0
+    with pytest.raises(cm.SupportError, match="shape"):
+        ladder.coupled_sample(10, 0, q3[:-1])

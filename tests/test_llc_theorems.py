@@ -1,0 +1,130 @@
+"""lib.llc_theorems: coupled data, curvature by Lanczos, and the derived bounds of Theorems 7.3–7.4."""
+import numpy as np
+import pytest
+import torch
+
+from lib import conditional_models as cm
+from lib import insensitivity as ins
+from lib import languages as L
+from lib import llc, llc_theorems as th
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    return cm.Support.of(L.mode_ladder(k=1, n_bigrams=4, rng=0), 1, 1)
+
+
+def test_coupled_data_share_histories_and_agree_at_the_rank(ladder):
+    (x, y), (x2, y2) = th.coupled_data(ladder, 2, 500, seed=1)
+    assert torch.equal(x, x2) and 0 < (y != y2).float().mean() < 1
+    (_, y), (_, y_r) = th.coupled_data(ladder, ladder.modes.rank, 500, seed=1)
+    assert torch.equal(y, y_r)                      # q^(rank) = q: the same continuations
+
+
+def test_curvature_matches_a_dense_hessian(ladder):
+    model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
+    (x, y), _ = th.coupled_data(ladder, 1, 300, seed=0)
+    c = th.curvature(model, th.nll, (x, y), tol=1e-10, smallest=True)
+    f, w0 = th._flat_loss(model, th.nll, (x, y))
+    H = torch.autograd.functional.hessian(f, w0).numpy()
+    ev = np.linalg.eigvalsh(0.5 * (H + H.T))
+    top = ev[np.argmax(np.abs(ev))]
+    assert c.extreme == pytest.approx(top, rel=1e-6) and c.spectral_norm == pytest.approx(abs(top), rel=1e-6)
+    assert c.smallest == pytest.approx(ev[0], rel=1e-4, abs=1e-6)
+    assert c.grad_norm == pytest.approx(float(torch.linalg.norm(torch.func.grad(f)(w0))), rel=1e-12)
+    second = np.sort(np.abs(ev))[-2]
+    assert abs(c.spectral_norm - second) > 1e-6 * abs(top)   # the check tells neighbouring eigenvalues apart
+
+
+def test_separation_bound_recursion_and_limits():
+    kw = dict(eps=1e-3, gamma=100.0, nbeta=10.0, M=2.0, delta=0.5)
+    bound = th.separation_bound(np.arange(50), **kw)
+    a = abs(1 - kw["eps"] * kw["gamma"] / 2) + kw["eps"] * kw["nbeta"] * kw["M"] / 2
+    b = kw["eps"] * kw["nbeta"] * kw["delta"] / 2
+    rec = [0.0]
+    for _ in range(49):
+        rec.append(a * rec[-1] + b)
+    assert np.allclose(bound, rec, rtol=1e-12, atol=0)
+    far = th.separation_bound([10 ** 7], **kw)[0]
+    assert far == pytest.approx(kw["nbeta"] * kw["delta"] / (kw["gamma"] - kw["nbeta"] * kw["M"]), rel=1e-9)
+    hyp = th.contraction(eps=1e-3, gamma=100.0, nbeta=10.0, M=2.0)
+    assert hyp["contracts"] and hyp["nbeta_M_below_gamma"]
+    bad = th.contraction(eps=1e-3, gamma=10.0, nbeta=10.0, M=2.0)
+    assert not bad["contracts"] and not bad["nbeta_M_below_gamma"]
+    assert th.separation_bound([100], eps=1e-3, gamma=10.0, nbeta=10.0, M=2.0, delta=0.5)[0] > b * 100  # grows
+
+
+def test_measured_separation_lies_below_the_bound_on_a_small_case(ladder):
+    """The derived Theorem 7.3 with δ and M measured on the visited region, on a tiny model."""
+    torch.manual_seed(0)
+    tr = cm.train(ladder, {"kind": "factored", "hidden": 3, "embed_dim": 2}, n=400, steps=300, seed=0,
+                  progress=False, use_cache=False)
+    model = tr.model(ladder)
+    data_a, data_b = th.coupled_data(ladder, 2, 400, seed=0)
+    kw = dict(nbeta=20.0, gamma=2000.0, eps=1e-4, chains=4, draws=200, burn_in=0, batch_size=400, seed=0,
+              progress=False)
+    res = llc.coupled_chains(model, th.nll, data_a, data_b, **kw)
+    # full batch: δ is the gradient difference of the two empirical losses and M the Hessian's norm, both at
+    # w*; twice each stands in for their sup over the small region these short, strongly localised chains visit
+    c = th.curvature(model, th.nll, data_b)
+    f_a, w0 = th._flat_loss(model, th.nll, data_a)
+    f_b, _ = th._flat_loss(model, th.nll, data_b)
+    delta = float(torch.linalg.norm(torch.func.grad(f_a)(w0) - torch.func.grad(f_b)(w0)))
+    bound = th.separation_bound(np.arange(1, kw["draws"] + 1), eps=kw["eps"], gamma=kw["gamma"],
+                                nbeta=kw["nbeta"], M=2 * c.spectral_norm, delta=2 * delta)
+    assert (res.separation <= bound[None, :]).all()
+    assert res.separation.max() > 0
+    too_small = th.separation_bound(np.arange(1, kw["draws"] + 1), eps=kw["eps"], gamma=kw["gamma"],
+                                    nbeta=kw["nbeta"], M=0.0, delta=1e-3 * delta)
+    assert not (res.separation <= too_small[None, :]).all()   # a bound with too small a δ is violated
+
+
+def test_llc_difference_bound():
+    assert th.llc_difference_bound(nbeta=10.0, K=2.0, mean_separation=0.1, eps_insensitivity=0.05) == pytest.approx(3.0)
+
+
+def test_coupled_targets_share_noise_and_reduce_to_coupled_chains(ladder):
+    model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
+    x, y, w = th.weighted_pairs(ladder, [1, ladder.modes.rank], 300, seed=0)
+    kw = dict(nbeta=30.0, gamma=500.0, eps=1e-4, chains=3, draws=40, burn_in=10, batch_size=len(x), seed=2,
+              progress=False)
+    datas = [(x, y, w[0]), (x, y, w[1]), (x, y, w[2])]          # q, q^(1), q^(rank) = q
+    res = llc.coupled_targets(model, th.weighted_nll, datas, snapshots=4, **kw)
+    assert res.separation.shape == (2, 3, 30)
+    assert np.all(res.separation[1] == 0) and np.all(res.max_separation[1] == 0)   # identical data, identical chains
+    assert res.separation[0].max() > 0
+    assert res.snapshot_steps == [10, 20, 30, 40] and res.positions.shape == (3, 3, 4, cm.n_params(model))
+    assert np.array_equal(res.positions[0], res.positions[2]) and not np.array_equal(res.positions[0], res.positions[1])
+    pair = llc.coupled_chains(model, th.weighted_nll, datas[0], datas[1], **kw)
+    assert np.array_equal(pair.a.per_chain, res.results[0].per_chain)
+    assert np.array_equal(pair.b.per_chain, res.results[1].per_chain)
+    assert np.array_equal(pair.separation, res.separation[0])
+    with pytest.raises(llc.LLCInputError, match="same number of samples"):
+        llc.coupled_targets(model, th.weighted_nll, [datas[0], (x[:5], y[:5], w[0][:5])], **kw)
+    with pytest.raises(llc.LLCInputError, match="at least two"):
+        llc.coupled_targets(model, th.weighted_nll, [datas[0]], **kw)
+
+
+def test_weighted_pairs_reproduce_the_empirical_losses(ladder):
+    model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
+    n = 500
+    x, y, w = th.weighted_pairs(ladder, [2], n, seed=3)
+    rows, y_q, y_2 = ladder.coupled_sample(n, 3, ins.effective(ladder.modes, 2))
+    with torch.no_grad():
+        direct = [float(th.nll(model, (torch.as_tensor(rows), torch.as_tensor(c))).mean()) for c in (y_q, y_2)]
+        weighted = [float(th.weighted_nll(model, (x, y, w[j])).mean()) for j in range(2)]
+    assert np.allclose(direct, weighted, rtol=0, atol=1e-12)
+    assert abs(direct[0] - direct[1]) > 1e-4
+
+
+def test_chi_star_and_the_monotone_verdict():
+    chis = [1, 2, 3, 4]
+    z = np.array([[5.0, 1.0, 0.5, 0.0], [5.0, 4.0, 1.0, 0.0], [5.0, 4.0, 3.0, 2.5]])
+    assert th.chi_star(z, chis) == [2, 3, None]
+    assert th.monotone_verdict([2, 3, None], [(2, 2), (3, 3), (5, 5)]) == "supported"
+    assert th.monotone_verdict([3, 2], [(3, 3), (2, 2)]) == "contradicted"
+    assert th.monotone_verdict([3, 2], [(2, 3), (2, 3)]) == "inconclusive"
+    assert th.monotone_verdict([3, 3], [(3, 3), (3, 3)]) == "inconclusive"      # χ* does not move
+    diff = np.zeros((1, 2, 4))
+    diff[0, 0] = [1.0, 1.1, 0.9, 1.0]                                          # distinguishable; identical chains
+    assert th._z(diff)[0, 1] == 0.0 and th._z(diff)[0, 0] > 10
