@@ -69,10 +69,15 @@ def effective(modes: Modes, chi: int) -> np.ndarray:
     return store[chi]
 
 
+def dense_conditional(modes: Modes) -> np.ndarray:
+    """q(y|x) over the kept histories as a dense array (``modes.conditional`` may be sparse)."""
+    cond = modes.conditional
+    return cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
+
+
 def difference_weights(modes: Modes, chi: int) -> np.ndarray:
     """D_χ(x, y) = q(x) (q(y|x) − q^(χ)(y|x)) over kept histories: ⟨q − q^(χ), f⟩_H = Σ D_χ · f."""
-    cond = modes.conditional
-    cond = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
+    cond = dense_conditional(modes)
     return modes.q_x[:, None] * (cond - effective(modes, chi))
 
 
@@ -185,8 +190,7 @@ def constants(model: nn.Module, modes: Modes, chi: int) -> Constants:
     directly (exact sums over Σ^k × Σ^l) and their gradients by autograd."""
     chi = check_chi(modes, chi)
     dtype = check_model(model, modes)
-    cond = modes.conditional
-    cond = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
+    cond = dense_conditional(modes)
     q = torch.as_tensor(modes.q_x[:, None] * cond, dtype=dtype)
     q_chi = torch.as_tensor(modes.q_x[:, None] * effective(modes, chi), dtype=dtype)
     params = [p for p in model.parameters()]
@@ -246,8 +250,7 @@ def constants_all(model: nn.Module, modes: Modes, chis=None, max_bytes: int = DE
     G = torch.stack([torch.cat([b.reshape(-1) for b in pullback(D[i])]) for i in range(len(chis))])
     G = G.detach().double().cpu().numpy()
     values = torch.einsum("cxy,xy->c", D, logp.detach()).double().cpu().numpy()
-    cond = modes.conditional
-    cond = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
+    cond = dense_conditional(modes)
     L = float(-(modes.q_x[:, None] * cond * logp.detach().double().cpu().numpy()).sum())
     return [Constants(c, float(np.linalg.norm(G[i])), abs(float(values[i])), -G[i], -float(values[i]), L,
                       L + float(values[i])) for i, c in enumerate(chis)]
@@ -351,11 +354,7 @@ def project_family(modes: Modes, f, chi: int) -> np.ndarray:
     φ_α(x) w_α(y)} (MATH.md §4 Choice): each column regressed on 1, φ_0..φ_{χ−1} in L²(q)."""
     chi = check_chi(modes, chi)
     s = np.sqrt(modes.q_x)
-    B = modes.v_tilde[:, :chi]
-    res = s - B @ (B.T @ s)
-    res -= B @ (B.T @ res)
-    if np.linalg.norm(res) > 1e-9:
-        B = np.column_stack([B, res / np.linalg.norm(res)])
+    B = modes.family_basis(chi)
     g = s[:, None] * np.asarray(f, dtype=np.float64)          # V-coordinates of each column
     return (B @ (B.T @ g)) / s[:, None]
 
@@ -376,8 +375,7 @@ def plausibility(modes: Modes, chi: int, logp=None) -> dict:
       Π_χ log p⟩_H, and the Cauchy–Schwarz bound ``bound`` = ‖q − Π_χ q‖ ‖(1 − Π_χ) log p‖ +
       ‖Π_χ q − q^(χ)‖ ‖Π_χ log p‖ ≥ |value|."""
     chi = check_chi(modes, chi)
-    cond = modes.conditional
-    cond = cond.toarray() if hasattr(cond, "toarray") else np.asarray(cond)
+    cond = dense_conditional(modes)
     q_chi = effective(modes, chi)
     proj_q = project_family(modes, cond, chi)
     out = {"chi": chi, "parseval_tail": float(np.sum(modes.sigma[chi:] ** 2)),

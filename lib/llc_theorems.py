@@ -61,31 +61,17 @@ def coupled_data(support: Support, chi: int, n: int, seed: int):
 # Curvature: the Lipschitz constant M of ∇L (Hessian spectral norm) and K of L (gradient norm)
 # ---------------------------------------------------------------------------
 
-class _Loss(nn.Module):
-    """loss_fn(model, batch) as a module, so ``functional_call`` can swap the model's parameters."""
-
-    def __init__(self, model: nn.Module, loss_fn):
-        super().__init__()
-        self.model, self.loss_fn = model, loss_fn
-
-    def forward(self, *batch):
-        return self.loss_fn(self.model, batch)
-
-
 def _flat_loss(model: nn.Module, loss_fn, data):
-    """(f, w0): the mean loss as a function of the flat parameter vector, and the model's own."""
+    """(f, w0): the mean loss as a function of the flat parameter vector (the sampler's own
+    flattening, :class:`lib.llc._Flat`), and the model's own parameters."""
     from torch.func import functional_call
 
-    wrapper = _Loss(model, loss_fn)
-    named = list(model.named_parameters())
-    sizes = [p.numel() for _, p in named]
-    buffers = {f"model.{n}": b for n, b in model.named_buffers()}
+    wrapper, flat = llc._LossModule(model, loss_fn), llc._Flat(model)
 
     def f(w: torch.Tensor) -> torch.Tensor:
-        params = {f"model.{n}": t.reshape(p.shape) for (n, p), t in zip(named, torch.split(w, sizes))}
-        return functional_call(wrapper, {**params, **buffers}, tuple(data)).mean()
+        return functional_call(wrapper, flat.unflatten(w), tuple(data)).mean()
 
-    return f, torch.cat([p.detach().reshape(-1) for _, p in named])
+    return f, flat.w0
 
 
 @dataclass
@@ -200,7 +186,8 @@ class Dial:
     """:func:`resolution_dial`: for each nβ (axis 0) and cutoff χ (axis 1), per chain c,
     ``diff[b, j, c]`` = λ̂_c(q) − λ̂_c(q^(χ_j)) of coupled chains (NaN where either diverged);
     ``llc_q[b]``, ``llc_chi[b, j]`` the estimates; ``separation[b, j]`` = ‖w_t − w'_t‖ per chain
-    and draw after burn-in; ``positions[b]`` the q-chains' parameters at ``snapshot_steps``."""
+    and draw after burn-in; ``positions[b, k]`` target k's chains' parameters at
+    ``snapshot_steps``; ``data`` the targets' data the chains ran on."""
 
     chis: list
     nbetas: list
@@ -213,6 +200,7 @@ class Dial:
     divergent: np.ndarray
     settings: dict
     seconds: float
+    data: list | None = None      # each target's full-batch data (rows, cols, weights), q first
 
     @property
     def mean(self) -> np.ndarray:
@@ -316,7 +304,7 @@ def _resolution_dial(model, support, *, chis, nbetas, n, gamma, eps_nbeta, chain
                     distinct_pairs=len(x))
     return Dial(chis, [float(v) for v in nbetas], diff, llc_q, llc_chi, np.stack(seps),
                 np.stack(positions) if snapshots else None, list(steps), divergent, settings,
-                time.perf_counter() - t0)
+                time.perf_counter() - t0, datas)
 
 
 def monotone_verdict(chi_stars, intervals) -> str:
@@ -342,18 +330,12 @@ def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto") ->
     return get_chapter("insensitivity").resolve({"profile": profile, "seed": seed, "device": device})
 
 
-def _target_data(support: Support, dial: Dial) -> list[tuple]:
-    """The full-batch data of each target (0: q, then each χ) of ``dial``."""
-    x, y, weights = weighted_pairs(support, dial.chis, dial.settings["n"], dial.settings["seed"])
-    return [(x, y, weights[j]) for j in range(len(dial.chis) + 1)]
-
-
 def _target_losses(model: nn.Module, datas) -> list:
     """f_j(w) = L_n of target j as functions of the flat parameter vector."""
     return [_flat_loss(model, weighted_nll, d)[0] for d in datas]
 
 
-def measure_constants(model: nn.Module, support: Support, dial: Dial) -> dict:
+def measure_constants(model: nn.Module, dial: Dial) -> dict:
     """The constants of the derived Theorems 7.3–7.4, measured where the chains went
     (``dial.positions``, kept with ``snapshots`` > 0) and at w*:
 
@@ -365,11 +347,11 @@ def measure_constants(model: nn.Module, support: Support, dial: Dial) -> dict:
     if dial.positions is None:
         raise ValueError("the dial kept no positions: run resolution_dial with snapshots > 0")
     with torch_threads(1):       # small models (see resolution_dial)
-        return _measure_constants(model, support, dial)
+        return _measure_constants(model, dial)
 
 
-def _measure_constants(model: nn.Module, support: Support, dial: Dial) -> dict:
-    datas = _target_data(support, dial)
+def _measure_constants(model: nn.Module, dial: Dial) -> dict:
+    datas = dial.data
     fs = _target_losses(model, datas)
     w0 = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     grads = [torch.func.vmap(torch.func.grad_and_value(f)) for f in fs]
@@ -386,7 +368,7 @@ def _measure_constants(model: nn.Module, support: Support, dial: Dial) -> dict:
             delta[b, j] = float((g0 - gj).norm(dim=1).max())
             pts_j = torch.cat([w0[None], pos[j + 1].reshape(-1, pos.shape[-1])])
             gq, lq = grads[0](pts_j)
-            gjj, lj = grads[j + 1](pts_j)
+            _, lj = grads[j + 1](pts_j)
             eps[b, j] = float((lq - lj).abs().max())
             K = max(K, float(gq.norm(dim=1).max()))
     M = 0.0
@@ -397,7 +379,7 @@ def _measure_constants(model: nn.Module, support: Support, dial: Dial) -> dict:
     return {"delta": delta, "eps": eps, "K": K, "M": M}
 
 
-def lemma_ratios(model: nn.Module, support: Support, dial: Dial, chis, max_chains: int = 4) -> np.ndarray:
+def lemma_ratios(model: nn.Module, support: Support, dial: Dial, max_chains: int = 4) -> np.ndarray:
     """Lemma 7.1 measured: at the last positions of the first ``max_chains`` q-chains, for every
     nβ and every χ below the rank, ‖∇L_n − ∇L_n^(χ)‖ / δ_χ(w) with δ_χ the population constant
     (:func:`lib.insensitivity.constants`). Near 1 when the sample is large."""
@@ -412,7 +394,7 @@ def _lemma_ratios(model: nn.Module, support: Support, dial: Dial, max_chains: in
 
     from .insensitivity import constants
 
-    fs = _target_losses(model, _target_data(support, dial))
+    fs = _target_losses(model, dial.data)
     probe = copy.deepcopy(model).to(torch.float64)
     out = []
     for b in range(len(dial.nbetas)):

@@ -420,13 +420,8 @@ class Modes:
         Q = J[:, cols]
         m = len(cols)
 
-        # features: orthonormal basis of span{√q, ṽ_0..ṽ_{χ-1}} in V-coordinates
         s = self._sqrt_q
-        B = self.v_tilde[:, :chi_used]
-        res = s - B @ (B.T @ s)
-        res -= B @ (B.T @ res)                              # second Gram-Schmidt pass
-        if np.linalg.norm(res) > 1e-9:                      # 1 ∉ span of the kept features
-            B = np.column_stack([B, res / np.linalg.norm(res)])
+        B = self.family_basis(chi_used)
         Phi = B / s[:, None]
         a = B.T @ s
         d = B.shape[1]
@@ -506,12 +501,34 @@ class Modes:
                              primal, compl, kkt, d, time.perf_counter() - t0)
         return out, info
 
+    def family_basis(self, chi: int) -> np.ndarray:
+        """An orthonormal basis, in V-coordinates, of span{√q, ṽ_0..ṽ_{χ-1}}: the history
+        features 1, φ_0..φ_{χ-1} of the family H_χ (MATH.md §4 Choice), shape (|Σ^k|, χ or χ+1).
+        The constant is appended by two Gram–Schmidt passes unless it already lies in the span."""
+        s = self._sqrt_q
+        B = self.v_tilde[:, :chi]
+        res = s - B @ (B.T @ s)
+        res -= B @ (B.T @ res)                              # second Gram-Schmidt pass
+        if np.linalg.norm(res) > 1e-9:                      # 1 ∉ span of the kept features
+            B = np.column_stack([B, res / np.linalg.norm(res)])
+        return B
+
     # -- features, checks and truncation diagnostics ------------------------------------
     def features(self, modes=None) -> np.ndarray:
         """The right singular functions φ_α(x) = ⟨v_α, e_x⟩_V = ṽ_α(x)/√q(x), shape (|Σ^k|, n):
         the features through which mode α reads a history (orthonormal in L²(Σ^k, q))."""
         a = self._indices(modes, self.n_modes, "modes")
         return self.v_tilde[:, a] / self._sqrt_q[:, None]
+
+    def conditional_entropy(self) -> float:
+        """H(Y|X) = −Σ q(xy) log q(y|x) in nats (= H(Y) − I(X; Y))."""
+        J = self.joint.tocoo() if sp.issparse(self.joint) else None
+        if J is not None:
+            x, qxy = J.row, J.data
+        else:
+            x, y = np.nonzero(self.joint)
+            qxy = self.joint[x, y]
+        return float(-np.sum(qxy * np.log(qxy / self.q_x[x])))
 
     def mutual_information(self) -> float:
         """I(X; Y) = Σ q(xy) log(q(xy) / (q(x) q(y))) in nats: the KL of q(·|·) from the

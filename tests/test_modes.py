@@ -376,3 +376,15 @@ def test_modes_across_history_lengths():
     assert J.shape == (9, 3) and np.abs((J.T @ J).toarray() - np.eye(3)).max() < 1e-14
     with pytest.raises(ValueError, match="do not look like"):
         history_lift(ms[0], ms[2], 3)
+
+
+def test_conditional_entropy_is_h_y_minus_mutual_information():
+    from lib import languages as L
+
+    modes = Modes.from_joint(L.mode_ladder(k=1, n_bigrams=3, rng=0).joint(1, 1))
+    q_y = modes.q_y[modes.q_y > 0]
+    h_y = float(-np.sum(q_y * np.log(q_y)))
+    assert modes.conditional_entropy() == pytest.approx(h_y - modes.mutual_information(), abs=1e-12)
+    assert modes.conditional_entropy() > 0.1          # not vacuous: the ladder's continuations are uncertain
+    exact = Modes.from_joint(np.eye(4) / 4)           # y determined by x
+    assert exact.conditional_entropy() == pytest.approx(0.0, abs=1e-15)
