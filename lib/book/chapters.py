@@ -144,7 +144,7 @@ _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
 _DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
-_CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper"}
+_CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper", "kind"}
 
 
 @dataclass(frozen=True)
@@ -262,10 +262,10 @@ def _claim_from_declaration(chapter_id: str, spec: Any, where: str) -> Claim:
         raise ChapterDeclarationError(f"{where}: claim id {spec['id']!r} must start with {chapter_id + '.'!r}")
     try:
         check = Check.from_declaration(spec["check"])
+        return Claim(spec["id"], chapter_id, spec["statement"], spec["source"], spec["record"], check,
+                     spec.get("paper"), spec.get("kind", "must_hold"))
     except ValueError as err:
         raise ChapterDeclarationError(f"{where}: claim {spec['id']!r}: {err}") from None
-    return Claim(spec["id"], chapter_id, spec["statement"], spec["source"], spec["record"], check,
-                 spec.get("paper"))
 
 
 def read_notebook(notebook_path: Path):

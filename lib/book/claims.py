@@ -2,7 +2,16 @@
 
 A :class:`Claim` names the paper's statement, the paper's value or bound where there is
 one, the chapter that measures it, the record (see :mod:`lib.book.records`) holding our value,
-and a :class:`Check`. Each chapter declares its claims beside its source
+a :class:`Check`, and a kind:
+
+* ``must_hold``: an identity, a theorem, a closed form or a property of the book's own code.
+  Its verdict is ``pass`` or ``fail``, and a failure fails the tests.
+* ``consistency``: two computations of one quantity, or a bound that is a theorem, checked on
+  our numbers. These also gate the tests. They are reported apart because passing them is
+  not evidence about the papers' claims.
+* ``finding``: a paper's empirical finding measured on the book's models and data, with our
+  value beside the paper's. The check decides ``reproduces`` or ``does not reproduce here``.
+  Neither verdict fails the tests. A missing or non-finite value is ``invalid``, and that fails them. Each chapter declares its claims beside its source
 (``chapters/<id>.yml``, read by :mod:`lib.book.chapters`). The tests, the runner and the
 reproduction report all call :func:`evaluate`, so a claim passes or fails in exactly one
 way. Nothing here is a measured number: values come only from executed chapters' records.
@@ -12,6 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
+KINDS = ("must_hold", "consistency", "finding")
+REPRODUCES, NOT_REPRODUCED = "reproduces", "does not reproduce here"
 
 
 @dataclass(frozen=True)
@@ -116,18 +128,50 @@ class Claim:
     record: str
     check: Check
     paper_value: str | None = None
+    kind: str = "must_hold"
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id!r}: kind must be one of {', '.join(KINDS)}; got {self.kind!r}")
 
 
 @dataclass(frozen=True)
 class Result:
     claim: Claim
     value: Any
-    status: str  # "pass", "fail" or "not run"
+    status: str  # pass / fail (must_hold, consistency); reproduces / does not reproduce here / invalid (finding); not run
+
+    @property
+    def ok(self) -> bool:
+        """Whether this result lets the tests pass. A finding's verdict never fails them; an invalid value does."""
+        if self.claim.kind == "finding":
+            return self.status in (REPRODUCES, NOT_REPRODUCED)
+        return self.status == "pass"
+
+
+def _valid(value: Any) -> bool:
+    """A value a finding can be decided on: present and, if a number, finite."""
+    if value is None:
+        return False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.isfinite(value)
+    return True
 
 
 def evaluate(claim: Claim, records: dict[str, Any] | None) -> Result:
-    """Decide ``claim`` from a chapter's record JSON (None: chapter not run)."""
-    if records is None or claim.record not in records.get("values", {}):
+    """Decide ``claim`` from a chapter's record JSON (None: chapter not run).
+
+    A chapter that ran without writing the claim's record gives ``not run`` for a claim that
+    must hold and ``invalid`` for a finding; neither lets the tests pass.
+    """
+    if records is None:
         return Result(claim, None, "not run")
-    value = records["values"][claim.record]["value"]
+    entry = records.get("values", {}).get(claim.record)
+    value = None if entry is None else entry["value"]
+    if claim.kind == "finding":
+        if not _valid(value):
+            return Result(claim, value, "invalid")
+        return Result(claim, value, REPRODUCES if claim.check.decide(value) else NOT_REPRODUCED)
+    if entry is None:
+        return Result(claim, None, "not run")
     return Result(claim, value, "pass" if claim.check.decide(value) else "fail")

@@ -90,11 +90,11 @@ def _run(args: argparse.Namespace) -> int:
         budget = f" ({status} the ci budget of {chapter.budget_ci_s} s)" if run.records["meta"]["profile"] == "ci" else ""
         print(f"[run] {chapter.id}: done in {run.wall_s:.1f} s{budget}; notebook {run.notebook}", flush=True)
         for r in run.results:
-            print(f"    [{r.status:>7}] {r.claim.id}: {r.value!r} ({r.claim.check.describe()})")
+            print(f"    [{r.status}] {r.claim.id}: {r.value!r} ({r.claim.check.describe()})")
         verdicts.extend(run.results)
     if args.build and _build() != 0:
         return 1
-    bad = [r for r in verdicts if r.status != "pass"]
+    bad = [r for r in verdicts if not r.ok]
     if bad:
         print(f"[run] {len(bad)} of {len(verdicts)} claims did not pass: " + ", ".join(r.claim.id for r in bad))
         if args.strict:
@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(records: Path | None) -> int:
-    from .report import collect
+    from .report import collect, counts
 
     try:
         results, _ = collect(records)
@@ -111,9 +111,10 @@ def _report(records: Path | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return USAGE
     for r in results:
-        print(f"[{r.status:>7}] {r.claim.id}: {r.value!r} ({r.claim.check.describe()})")
-    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not run")}
-    print(f"{len(results)} claims: {counts['pass']} pass, {counts['fail']} fail, {counts['not run']} not run")
+        print(f"[{r.status}] {r.claim.id} ({r.claim.kind}): {r.value!r} ({r.claim.check.describe()})")
+    summary = "; ".join(f"{kind}: " + ", ".join(f"{n} {v}" for v, n in by.items())
+                        for kind, by in counts(results).items())
+    print(f"{len(results)} claims ({summary})")
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .chapters import all_claims
-from .claims import Result, evaluate
+from .claims import KINDS, NOT_REPRODUCED, REPRODUCES, Result, evaluate
 from .records import load_records, records_dir
 
 
@@ -54,18 +54,35 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(results: list[Result], chapter_docs: dict[str, str]) -> str:
-    """A MyST table: id, statement, source, paper value, our value, check, verdict, chapter link."""
-    mark = {"pass": "✅ pass", "fail": "❌ fail", "not run": "⚪ not run"}
-    lines = ["| id | claim | source | paper | ours | check | verdict | chapter |",
+KIND_TITLES = {"must_hold": "Must hold", "consistency": "Consistency checks",
+               "finding": "The papers' empirical findings"}
+VERDICTS = {"must_hold": ("pass", "fail", "not run"), "consistency": ("pass", "fail", "not run"),
+            "finding": (REPRODUCES, NOT_REPRODUCED, "invalid", "not run")}
+
+
+def counts(results: list[Result]) -> dict[str, dict[str, int]]:
+    """Verdict counts per kind of claim: ``{kind: {verdict: n}}`` (every verdict of the kind listed)."""
+    return {kind: {v: sum(r.claim.kind == kind and r.status == v for r in results) for v in VERDICTS[kind]}
+            for kind in KINDS}
+
+
+def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None) -> str:
+    """A MyST table, verdict first: verdict, id, claim, source, paper value, ours, check, chapter.
+
+    ``kind`` keeps the claims of one kind; failures and invalid values are listed first.
+    """
+    rows = [r for r in results if kind is None or r.claim.kind == kind]
+    rows.sort(key=lambda r: r.status in ("pass", REPRODUCES, NOT_REPRODUCED))  # stable: problems first
+    lines = ["| verdict | id | claim | source | paper | ours | check | chapter |",
              "|---|---|---|---|---|---|---|---|"]
-    for r in results:
+    for r in rows:
         c = r.claim
         doc = chapter_docs.get(c.chapter)
         link = f"{{doc}}`{c.chapter} <{doc}>`" if doc else c.chapter
+        verdict = f"**{r.status}**" if not r.ok else r.status
         lines.append("| " + " | ".join(_cell(x) for x in (
-            f"`{c.id}`", c.statement, c.source, c.paper_value or "—", _fmt(r.value),
-            c.check.describe(), mark[r.status], link)) + " |")
+            verdict, f"`{c.id}`", c.statement, c.source, c.paper_value or "—", _fmt(r.value),
+            c.check.describe(), link)) + " |")
     return "\n".join(lines)
 
 

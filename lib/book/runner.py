@@ -48,7 +48,7 @@ class ChapterRun:
 
     @property
     def failed_claims(self) -> list[Result]:
-        return [r for r in self.results if r.status != "pass"]
+        return [r for r in self.results if not r.ok]
 
 
 def find_chapter(ref: str) -> Chapter:

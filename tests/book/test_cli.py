@@ -115,7 +115,7 @@ def test_report_reads_a_records_folder(tmp_path):
     for folder in (tmp_path, tmp_path / "records"):
         proc, _ = run_cli("report", "--records", str(folder))
         assert proc.returncode == 0, proc.stderr
-        assert f"[   pass] {claim.id}: 0.0" in proc.stdout and "1 pass, 0 fail" in proc.stdout
+        assert f"[pass] {claim.id} (must_hold): 0.0" in proc.stdout and "must_hold: 1 pass, 0 fail" in proc.stdout
     proc, wall = run_cli("report", "--records", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "records folder" in proc.stderr and "does not exist" in proc.stderr
 

@@ -62,6 +62,47 @@ def test_declared_claims_are_consistent():
     assert claims.evaluate(all_claims()[0], None).status == "not run"
 
 
+def _claim(kind, check=None):
+    return claims.Claim("x.c", "x", "s", "src", "r", check or claims.at_least(0.5), None, kind)
+
+
+def _rec(value):
+    return {"values": {"r": {"value": value}}}
+
+
+def test_claim_kinds_decide_and_gate():
+    """A claim that must hold (or a consistency check) fails the tests when its check fails; a
+    finding's verdict never does, but a missing or non-finite value does."""
+    for kind in ("must_hold", "consistency"):
+        assert claims.evaluate(_claim(kind), _rec(0.7)).status == "pass"
+        failed = claims.evaluate(_claim(kind), _rec(0.3))
+        assert failed.status == "fail" and not failed.ok
+        assert claims.evaluate(_claim(kind), {"values": {}}).status == "not run"
+    finding = _claim("finding")
+    yes, no = claims.evaluate(finding, _rec(0.7)), claims.evaluate(finding, _rec(0.3))
+    assert (yes.status, no.status) == (claims.REPRODUCES, claims.NOT_REPRODUCED) and yes.ok and no.ok
+    for bad in (float("nan"), float("inf"), None):
+        invalid = claims.evaluate(finding, _rec(bad))
+        assert invalid.status == "invalid" and not invalid.ok
+    assert not claims.evaluate(finding, {"values": {}}).ok
+    assert claims.evaluate(finding, None).status == "not run" and not claims.evaluate(finding, None).ok
+    with pytest.raises(ValueError, match="kind must be one of"):
+        _claim("finding?")
+
+
+def test_report_counts_and_lists_problems_first():
+    from lib.book import report
+
+    results = [claims.evaluate(_claim("must_hold"), _rec(v)) for v in (0.7, 0.3)]
+    results.append(claims.evaluate(_claim("finding"), _rec(0.3)))
+    by = report.counts(results)
+    assert by["must_hold"] == {"pass": 1, "fail": 1, "not run": 0}
+    assert by["finding"][claims.NOT_REPRODUCED] == 1 and sum(by["consistency"].values()) == 0
+    table = report.markdown_table(results, {}, "must_hold").splitlines()
+    assert len(table) == 4 and table[2].startswith("| **fail**") and table[3].startswith("| pass")
+    assert "does not reproduce here" in report.markdown_table(results, {}, "finding")
+
+
 def test_checks_read_from_declarations():
     assert claims.Check.from_declaration({"at_most": 1e-10}) == claims.at_most(1e-10)
     assert claims.Check.from_declaration({"between": [0.8, 1.25]}) == claims.between(0.8, 1.25)

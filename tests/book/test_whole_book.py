@@ -52,7 +52,7 @@ CLAIMS = all_claims()
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
 def test_claim_holds(executed_book, claim):
     result = evaluate(claim, executed_book.get(claim.chapter))
-    assert result.status == "pass", f"{claim.id}: {claim.statement} — ours {result.value!r}, check {claim.check.describe()}"
+    assert result.ok, f"{claim.id} ({claim.kind}, {result.status}): {claim.statement} — ours {result.value!r}, check {claim.check.describe()}"
 
 
 def test_html_has_every_chapter_and_the_report(executed_book):
@@ -63,7 +63,8 @@ def test_html_has_every_chapter_and_the_report(executed_book):
     report = (HTML_DIR / "chapters" / "appendix" / "report.html").read_text()
     for claim in CLAIMS:
         assert claim.id in report, claim.id
-    assert "not run" not in report and "❌" not in report
+    assert "not run</strong>" not in report and "<strong>fail</strong>" not in report
+    assert "<strong>invalid</strong>" not in report
 
 
 def test_same_seed_same_numbers_from_a_fresh_cache(executed_book, tmp_path):
