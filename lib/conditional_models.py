@@ -31,6 +31,7 @@ from torch import nn
 
 from .book import cache
 from .book.device import resolve_device, torch_threads
+from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
 from .languages import Language, decode, is_language
 from .modes import Modes
@@ -216,9 +217,7 @@ class TransformerModel(nn.Module):
 
 
 def _positive(name: str, value, minimum: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise SupportError(f"parameter '{name}' must be an integer >= {minimum}; got {value!r}")
-    return int(value)
+    return integer_at_least(name, value, minimum, SupportError)
 
 
 def check_spec(spec: dict, support: Support) -> dict:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .book.parameters import integer_at_least
+
 
 class LearningCoefficient(float):
     """A learning coefficient λ (a float) with its multiplicity m and the formula's case."""
@@ -44,11 +46,7 @@ class LearningCoefficient(float):
 
 
 def _dims(**dims) -> dict[str, int]:
-    for name, value in dims.items():
-        low = 0 if name == "r" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"parameter '{name}' must be an integer >= {low}; got {value!r}")
-    return dims
+    return {name: integer_at_least(name, value, 0 if name == "r" else 1) for name, value in dims.items()}
 
 
 def rrr_llc(M: int, H: int, N: int, r: int = 0) -> LearningCoefficient:

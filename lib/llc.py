@@ -22,13 +22,6 @@ How the sampler is built:
   forward + backward and one fused update, with no Python loop over chains or over
   parameter tensors. Chains are processed in chunks that fit in memory (checked before
   sampling; :class:`LLCMemoryError` if even one chain cannot fit).
-* **Shared data with full batches.** With ``batch_size`` = n every chain sees the same
-  data, which enters ``vmap`` unbatched (``in_dims=None``). torch's batching rule for a
-  linear layer with an unbatched input and batched weights expands the input and runs C
-  small matmuls (``bmm``); during full-batch steps ``F.linear`` goes through
-  :class:`_SharedInputLinear`, whose rule stacks the chains' weights into one
-  (C·out, in) matrix: one matmul. Same chains up to float rounding; minibatches (drawn
-  per chain, with replacement) never take this path.
 * **Large models.** ``batching="loop"`` replaces the ``vmap`` by one plain autograd
   forward + backward per chain (no ``torch.func`` transforms), which is faster when one
   chain's minibatch already fills the cores. The update itself works in place on reused
@@ -60,10 +53,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .book.device import resolve_device
+from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
 from .known_llc import normal_crossing_llc, regular_llc, rrr_llc  # noqa: F401  (re-exported)
 
@@ -179,14 +172,8 @@ def split_rhat(trace) -> float:
 
 # ----- validation ---------------------------------------------------------------------------
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _check_int(name: str, value, minimum: int) -> int:
-    if not _is_int(value) or value < minimum:
-        raise LLCInputError(f"parameter '{name}' must be an integer >= {minimum}; got {value!r}")
-    return int(value)
+    return integer_at_least(name, value, minimum, LLCInputError)
 
 
 def _check_positive(name: str, value, allow_zero: bool = False) -> float:
@@ -265,75 +252,6 @@ class _LossModule(nn.Module):
 
     def forward(self, *batch):
         return self.loss_fn(self.model, batch)
-
-
-def _moved(t: torch.Tensor, dim, size: int) -> torch.Tensor:
-    """``t`` with its vmap batch dimension first (expanded to ``size`` if it has none)."""
-    return t.expand(size, *t.shape) if dim is None else t.movedim(dim, 0)
-
-
-class _SharedInputLinear(torch.autograd.Function):
-    """``F.linear`` whose vmap rule turns a shared input into one matmul over all chains.
-
-    With full batches every chain sees the same data, so a layer whose input is not batched
-    (the first one) computes ``x @ W_c^T`` for every chain c. torch's batching rule for
-    ``mm`` expands x to (C, n, in) and runs C small matmuls (``bmm``, inner size = in);
-    here the chains' weights are stacked into one (C·out, in) matrix and the layer is one
-    ``(C·out, in) @ (in, n)`` matmul. Batched inputs take the same ``bmm`` as torch's rule.
-    The backward is the usual one (under vmap: the same kernels as before).
-    """
-
-    @staticmethod
-    def forward(x, weight, bias):
-        return F.linear(x, weight, bias)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, weight, bias = inputs
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-
-    @staticmethod
-    def backward(ctx, g):
-        x, weight = ctx.saved_tensors
-        gx = g @ weight if ctx.needs_input_grad[0] else None
-        gw = g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1]) if ctx.needs_input_grad[1] else None
-        gb = g.reshape(-1, g.shape[-1]).sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return gx, gw, gb
-
-    @staticmethod
-    def vmap(info, in_dims, x, weight, bias):
-        xd, wd, bd = in_dims
-        C = info.batch_size
-        if xd is None and wd is not None:  # the shared input: one matmul for all chains
-            w = weight.movedim(wd, 0)
-            out, inp = w.shape[1], w.shape[2]
-            y = (w.reshape(C * out, inp) @ x.reshape(-1, inp).T).view(C, out, -1).transpose(1, 2).contiguous()
-            y = y.reshape(C, *x.shape[:-1], out)  # a view for 2-d x: (C, n, out), each chain's block column-major
-            if bias is not None:
-                b = _moved(bias, bd, C)
-                y = y + b.view(C, *([1] * (x.dim() - 1)), out)
-            return y, 0
-        if wd is None and bd is None:  # batched input, shared weights
-            return F.linear(x, weight, bias), xd
-        xs, w = _moved(x, xd, C), _moved(weight, wd, C)
-        y = torch.bmm(xs.reshape(C, -1, xs.shape[-1]), w.transpose(1, 2)).view(*xs.shape[:-1], w.shape[1])
-        if bias is not None:
-            b = _moved(bias, bd, C)
-            y = y + b.view(C, *([1] * (xs.dim() - 2)), b.shape[-1])
-        return y, 0
-
-
-class _SharedData(torch.overrides.TorchFunctionMode):
-    """Routes ``F.linear`` through :class:`_SharedInputLinear` (full-batch steps only)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.linear:
-            x, weight, *rest = args
-            bias = rest[0] if rest else kwargs.get("bias")
-            return _SharedInputLinear.apply(x, weight, bias)
-        return func(*args, **kwargs)
 
 
 class _Flat:
@@ -421,9 +339,6 @@ def _distributed() -> tuple[int, int]:
 
 # ----- the sampler --------------------------------------------------------------------------
 
-_SHARED_LINEAR = True  # full batches: a shared input's linear layer as one matmul (tests switch it off)
-
-
 def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings, chain_ids: np.ndarray,
                chunk_index: int, device, bar, batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> dict:
     """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise."""
@@ -442,14 +357,7 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
             return losses.mean(), losses.mean().detach()
 
         batch_dims = (None if full_batch else 0,) * len(datas[0])
-        step = vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
-        if not (full_batch and _SHARED_LINEAR):
-            return step
-
-        def shared(w, *batch):  # the data is one unbatched tensor for every chain
-            with _SharedData():
-                return step(w, *batch)
-        return shared
+        return vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
 
     def make_loop(wrapper):
         """One plain autograd forward + backward per chain (no functorch transforms)."""

@@ -235,49 +235,21 @@ def _wide_loss(model, batch):
 
 
 @pytest.mark.parametrize("problem", ["rrr", "wide"])
-def test_shared_full_batch_data_matches_per_chain_rule(problem, monkeypatch):
-    """Full batches: the shared-input linear (one matmul for all chains) gives torch's own vmap rule's chains."""
+def test_full_batch_vmap_matches_per_chain_autograd(problem):
+    """Full batches enter vmap unbatched (every chain sees the same data); the chains equal
+    one plain autograd pass per chain up to float rounding, also for 3-d inputs and frozen layers."""
     if problem == "rrr":
         p = known_llc.rrr_problem(4, 2, 3, 1, n=40)
         model, loss_fn, data = p.model, squared_error, p.data
     else:
         model, loss_fn = _Wide(), _wide_loss
         data = (torch.randn(30, 5, 4), torch.randn(30, 5, 3))
-    n = data[0].shape[0]
-    kw = {**SMALL, "batch_size": n, "draws": 120, "burn_in": 20}
-    shared = llc.estimate_llc(model, loss_fn, data, **kw)
-    again = llc.estimate_llc(model, loss_fn, data, **kw)
-    np.testing.assert_array_equal(shared.loss, again.loss)  # still bit-identical run to run
-    monkeypatch.setattr(llc, "_SHARED_LINEAR", False)
-    per_chain = llc.estimate_llc(model, loss_fn, data, **kw)
-    # the same chains up to float rounding (the matmuls sum in another order)
-    np.testing.assert_allclose(shared.loss, per_chain.loss, rtol=1e-4, atol=1e-7)
-    assert shared.llc == pytest.approx(per_chain.llc, rel=1e-3, abs=1e-4)
-    # minibatches never take the shared path: bit-identical with or without it
-    mini = llc.estimate_llc(model, loss_fn, data, **{**kw, "batch_size": 7})
-    monkeypatch.setattr(llc, "_SHARED_LINEAR", True)
-    np.testing.assert_array_equal(mini.loss, llc.estimate_llc(model, loss_fn, data, **{**kw, "batch_size": 7}).loss)
-
-
-def test_shared_input_linear_gradients_under_vmap():
-    """The vmap rule of _SharedInputLinear against torch's own, every batching case, values and gradients."""
-    from torch.func import grad, vmap
-
-    torch.manual_seed(0)
-    C, x2, x3 = 3, torch.randn(7, 4), torch.randn(2, 5, 4)
-    W, b = torch.randn(C, 6, 4), torch.randn(C, 6)
-
-    def f(use, x, W, b):
-        return (torch.sin(use(x, W, b)) ** 2).sum()
-
-    for x in (x2, x3):
-        xs = x.expand(C, *x.shape) * 1.5
-        for in_dims, args in [((None, 0, 0), (x, W, b)), ((None, 0, None), (x, W, b[0])),
-                              ((0, 0, 0), (xs, W, b)), ((0, None, None), (xs, W[0], b[0]))]:
-            mine = vmap(grad(lambda *a: f(llc._SharedInputLinear.apply, *a), argnums=(1, 2)), in_dims=in_dims)(*args)
-            ref = vmap(grad(lambda *a: f(torch.nn.functional.linear, *a), argnums=(1, 2)), in_dims=in_dims)(*args)
-            for m, r in zip(mine, ref):
-                torch.testing.assert_close(m, r, rtol=1e-5, atol=1e-5)
+    kw = {**SMALL, "batch_size": data[0].shape[0], "draws": 120, "burn_in": 20}
+    vmapped = llc.estimate_llc(model, loss_fn, data, **kw)
+    np.testing.assert_array_equal(vmapped.loss, llc.estimate_llc(model, loss_fn, data, **kw).loss)
+    looped = llc.estimate_llc(model, loss_fn, data, batching="loop", **kw)
+    np.testing.assert_allclose(vmapped.loss, looped.loss, rtol=1e-4, atol=1e-7)
+    assert vmapped.llc == pytest.approx(looped.llc, rel=1e-3, abs=1e-4)
 
 
 @pytest.mark.parametrize("batch_size", [10, 50])

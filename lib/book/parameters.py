@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -195,6 +196,15 @@ class ParamSpec:
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}
+
+
+def integer_at_least(name: str, value, minimum: int = 1, error: type[Exception] = ValueError) -> int:
+    """``value`` as an ``int`` if it is an integer (Python or NumPy, not a bool) of at least
+    ``minimum``; otherwise ``error`` with a message naming the parameter, the allowed values
+    and what was given. The library's argument checks all go through here."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise error(f"parameter '{name}' must be an integer >= {minimum}; got {value!r}")
+    return int(value)
 
 
 def suggest(name: str, known) -> str:

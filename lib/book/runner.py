@@ -34,7 +34,7 @@ from .. import REPO_ROOT
 from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
 from .claims import Result, evaluate
 from .pages import executed_path
-from .parameters import ParameterError, suggest
+from .parameters import ParameterError, parameters_cell_values, suggest
 from .records import RECORDS_ENV, load_records, records_dir
 
 
@@ -123,6 +123,36 @@ def quiet_kernel_manager():
     return QuietKernelManager
 
 
+def show_one_parameters_cell(notebook_path: Path, source: str) -> None:
+    """Keep one parameters cell on the rendered page.
+
+    papermill inserts its ``injected-parameters`` cell after the chapter's own ``parameters``
+    cell. When the injected values are the chapter's defaults the injected cell is hidden; when
+    they differ, the chapter's cell (its defaults) is hidden and the injected one, headed as
+    the parameters of this run, is shown. Both stay in the notebook (tag ``remove-cell``).
+    """
+    import nbformat
+
+    nb = nbformat.read(notebook_path, as_version=4)
+    tagged = {tag: cell for cell in nb.cells for tag in cell.get("metadata", {}).get("tags", [])
+              if tag in ("parameters", "injected-parameters")}
+    own, injected = tagged.get("parameters"), tagged.get("injected-parameters")
+    if own is None or injected is None:
+        return
+    try:
+        defaults, given = parameters_cell_values(own.source), parameters_cell_values(injected.source)
+    except ParameterError:
+        return
+    if all(name in defaults and defaults[name] == value for name, value in given.items()):
+        hide = injected
+    else:
+        hide = own
+        injected.source = f"# Parameters of this run (the defaults are in {source})\n" + "\n".join(
+            line for line in injected.source.splitlines() if not line.startswith("# Parameters"))
+    hide.metadata.setdefault("tags", []).append("remove-cell")
+    nbformat.write(nb, notebook_path)
+
+
 def default_timeout(profile: str, chapter: Chapter) -> int:
     return max(600, 3 * chapter.budget_ci_s) if profile == "ci" else 6 * 3600
 
@@ -161,6 +191,7 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
             else:
                 os.environ[key] = value
     wall = time.perf_counter() - start
+    show_one_parameters_cell(notebook_out, chapter.path)
     records = load_records(chapter.id, rec_dir)
     if records is None:
         raise RuntimeError(f"{chapter.path} ran but wrote no record: does it call setup({chapter.id!r})?")

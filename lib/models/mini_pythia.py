@@ -33,6 +33,7 @@ import torch
 
 from ..book import cache
 from ..book.device import default_dtype, describe_device, resolve_device, seed_everything
+from ..book.parameters import integer_at_least
 from ..book.progress import progress as progress_bar
 from . import causal_lm
 from .causal_lm import CausalLM
@@ -54,10 +55,7 @@ MIN_LR_FRACTION = 0.1      # cosine decay to 10% of the peak learning rate, as i
 HELDOUT_SEED = 0           # the held-out windows are the same for every size and seed
 
 
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"parameter '{name}' must be an integer >= {minimum}; got {value!r}")
-    return int(value)
+_positive_int = integer_at_least
 
 
 def _check_size(size) -> str:

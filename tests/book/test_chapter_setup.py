@@ -113,3 +113,27 @@ def test_plain_papermill_cli_runs_a_chapter_with_a_parameter(tmp_path):
     proc = papermill_cli(tmp_path, "-p", "seed", "3")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert records.load_records("hilbert", tmp_path / "records")["meta"]["seed"] == 3
+
+
+def test_one_parameters_cell_is_shown(tmp_path):
+    """The rendered page shows papermill's injected cell only when it changes a default."""
+    import nbformat
+
+    from lib.book.runner import show_one_parameters_cell
+
+    def notebook(injected):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell('profile = "ci"\nseed = 0', metadata={"tags": ["parameters"]}),
+                    nbformat.v4.new_code_cell(f"# Parameters\n{injected}\n", metadata={"tags": ["injected-parameters"]}),
+                    nbformat.v4.new_code_cell("x = 1")]
+        path = tmp_path / "nb.ipynb"
+        nbformat.write(nb, path)
+        show_one_parameters_cell(path, "chapters/x.md")
+        return [c.metadata.get("tags", []) for c in nbformat.read(path, as_version=4).cells], path
+
+    tags, _ = notebook('profile = "ci"')
+    assert tags == [["parameters"], ["injected-parameters", "remove-cell"], []]
+    tags, path = notebook("seed = 3")
+    assert tags == [["parameters", "remove-cell"], ["injected-parameters"], []]
+    shown = nbformat.read(path, as_version=4).cells[1].source
+    assert shown.startswith("# Parameters of this run (the defaults are in chapters/x.md)") and "seed = 3" in shown

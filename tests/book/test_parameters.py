@@ -111,3 +111,20 @@ def test_constraints_evaluate_safe_expressions_only():
     for unsafe in ("__import__('os').system('true')", "(1).real", "[x for x in a]", "open('f')"):
         with pytest.raises(ValueError, match="not allowed|may be called"):
             Constraint("a", unsafe).holds({"a": [1]})
+
+
+def test_integer_at_least_names_the_parameter():
+    import numpy as np
+
+    from lib.book.parameters import integer_at_least
+
+    assert integer_at_least("chains", 4) == 4 and integer_at_least("r", np.int64(0), 0) == 0
+    for bad in (0, -3, 2.0, True, "3", None):
+        with pytest.raises(ValueError, match=r"parameter 'chains' must be an integer >= 1; got"):
+            integer_at_least("chains", bad)
+
+    class Mine(ValueError):
+        pass
+
+    with pytest.raises(Mine):
+        integer_at_least("k", 1, 2, Mine)

@@ -67,6 +67,21 @@ def test_html_has_every_chapter_and_the_report(executed_book):
     assert "<strong>invalid</strong>" not in report
 
 
+def test_pages_load_nothing_from_the_network(executed_book):
+    """Maths renders offline: MathJax is served from the build, and no page loads a script,
+    a style sheet or an image from another host."""
+    import re
+
+    pages = sorted(HTML_DIR.rglob("*.html"))
+    assert pages and (HTML_DIR / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    for page in pages:
+        html = page.read_text()
+        remote = re.findall(r'<(?:script|link|img)\b[^>]*(?:src|href)="((?:https?:)?//[^"]*)"', html)
+        assert not remote, (page.name, remote)
+        if "\\(" in html or "\\[" in html:  # a page with maths loads the local MathJax
+            assert "_static/mathjax/tex-chtml.js" in html, page.name
+
+
 def test_same_seed_same_numbers_from_a_fresh_cache(executed_book, tmp_path):
     """Determinism: the introduction rerun with an empty cache records identical values."""
     proc = run_cli("intro", "--out", str(tmp_path / "out"), env={"BOOK_CACHE_DIR": str(tmp_path / "cache")})
