@@ -38,6 +38,7 @@ import scipy.sparse.linalg as spla
 DENSE_LIMIT = 5 * 10 ** 7  # entries: above this a sparse joint is not densified
 HESSIAN_LIMIT = 2 * 10 ** 7  # entries of Φ⊗Φ (|Σ^k| · d²) above which Hessian blocks are built one by one
 ZERO_ROWS = ("warn", "drop", "raise")
+TIE_RTOL = 1e-9  # σ_{χ-1} − σ_χ ≤ TIE_RTOL·σ_0: a tie, where the top-χ span depends on the SVD's basis
 
 
 # ---------------------------------------------------------------------------
@@ -271,6 +272,16 @@ class Modes:
     def rank(self) -> int:
         return self.numerical_rank()
 
+    def gap_cutoff(self, chi: int) -> int:
+        """The smallest χ' ≥ χ at which the spectrum has a gap: σ_{χ'−1} − σ_{χ'} > TIE_RTOL·σ_0,
+        or χ' = rank. At a tie (σ_{χ−1} = σ_χ) the span of the top χ modes is a choice of basis
+        within the cluster of equal σ, and so would be q^(χ); keeping the whole cluster makes it
+        well defined. χ' = χ whenever χ already cuts at a gap (and for χ = 0)."""
+        chi, rank = self._check_chi(chi), self.rank
+        while 0 < chi < rank and self.sigma[chi - 1] - self.sigma[chi] <= TIE_RTOL * self.sigma[0]:
+            chi += 1
+        return chi
+
     # -- inner products (Defs 4.1, 4.2, H_{k,l}) ---------------------------------
     def inner_V(self, a, b) -> float:
         """⟨a, b⟩_V = Σ_x a(x) b(x) / q(x)."""
@@ -408,10 +419,16 @@ class Modes:
         Without zeros in q there is no barrier and one damped-Newton solve gives the optimum to
         rounding; with zeros, p is O(μ/Λ) (not 0) on them and the objective is within the gap.
         For χ ≥ rank, H_χ ∋ q and the answer is q itself; χ is then capped at the rank (modes
-        beyond the rank are an arbitrary basis completion)."""
+        beyond the rank are an arbitrary basis completion). A χ that cuts through a cluster of
+        equal singular values is raised to the cluster's end (:meth:`gap_cutoff`, with a
+        warning), so that q^(χ) does not depend on the SVD's choice of basis; ``info.chi_used``
+        says which χ was solved."""
         t0 = time.perf_counter()
         chi = self._check_chi(chi)
-        chi_used = min(chi, self.rank)
+        chi_used = min(self.gap_cutoff(chi), self.rank)
+        if chi_used > chi and chi < self.rank:
+            warnings.warn(f"effective(chi={chi}): σ_{chi - 1} = σ_{chi} (a tie), so the top-{chi} span depends on the "
+                          f"SVD's basis; solving at the next gap, chi = {chi_used}", UserWarning, stacklevel=2)
         if sp.issparse(self.joint) and self.shape[0] * self.shape[1] > DENSE_LIMIT:
             raise ValueError(f"effective() works on a dense joint; {self.shape} is too large")
         J = self.joint.toarray() if sp.issparse(self.joint) else self.joint
@@ -443,7 +460,10 @@ class Modes:
             h = R / P ** 2                                       # Hessian blocks Φᵀ diag(h_y) Φ, one per y
             H = (h.T @ Phi2).reshape(m, d, d) if Phi2 is not None else np.stack(
                 [(Phi * h[:, y, None]).T @ Phi for y in range(m)])
-            Hinv = np.linalg.inv(H)
+            try:
+                Hinv = np.linalg.inv(H)
+            except np.linalg.LinAlgError:    # a flat direction (Φ nearly rank-deficient): least-norm step
+                Hinv = np.linalg.pinv(H, hermitian=True)
             HinvG = np.einsum("yij,jy->yi", Hinv, gW)
             nu = np.linalg.solve(Hinv.sum(axis=0), -HinvG.sum(axis=0))   # Schur complement
             dW = -(HinvG + Hinv @ nu).T
@@ -653,9 +673,11 @@ class Modes:
         kl_eff, kl_naive, neg, infos = [], [], [], []
         solved = {}  # effective() caps χ at the rank: every χ >= rank is one and the same problem
         for chi in chis:
-            key = min(chi, self.rank)
+            key = min(self.gap_cutoff(chi), self.rank)
             if key not in solved:
-                solved[key] = self.effective(chi, return_info=True)[1]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)    # a tie: the curve repeats the cluster's end
+                    solved[key] = self.effective(chi, return_info=True)[1]
             info = solved[key]
             kl_eff.append(info.kl)
             infos.append(info)

@@ -388,3 +388,38 @@ def test_conditional_entropy_is_h_y_minus_mutual_information():
     assert modes.conditional_entropy() > 0.1          # not vacuous: the ladder's continuations are uncertain
     exact = Modes.from_joint(np.eye(4) / 4)           # y determined by x
     assert exact.conditional_entropy() == pytest.approx(0.0, abs=1e-15)
+
+
+def _tied_joint():
+    """Three absolute bigrams x_i → y_i of equal mass 0.2 (σ = √0.2 three times, Lemma 5.2) beside a
+    two-history block on three other continuations."""
+    J = np.zeros((5, 6))
+    J[0, 0] = J[1, 1] = J[2, 2] = 0.2
+    J[3, 3:] = 0.25 * np.array([0.5, 0.5, 0.0])
+    J[4, 3:] = 0.15 * np.array([0.2, 0.3, 0.5])
+    return J
+
+
+def test_effective_cuts_only_at_a_spectral_gap():
+    """q^(χ) at a tie would depend on the SVD's basis; effective() keeps the whole cluster."""
+    m = Modes.from_joint(_tied_joint())
+    tied = np.flatnonzero(np.isclose(m.sigma, np.sqrt(0.2), rtol=1e-12))
+    assert len(tied) == 3
+    first, end = int(tied[0]), int(tied[-1]) + 1
+    assert m.gap_cutoff(first + 1) == end and m.gap_cutoff(first + 2) == end   # inside the cluster
+    assert m.gap_cutoff(end) == end and m.gap_cutoff(0) == 0                    # at gaps: unchanged
+    # the failing case the guard prevents: inside the cluster the kept span depends on the basis
+    rng = np.random.default_rng(0)
+    R, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    rotated = Modes.from_joint(_tied_joint())
+    rotated.v_tilde = rotated.v_tilde.copy()
+    rotated.v_tilde[:, tied] = rotated.v_tilde[:, tied] @ R
+    inside = first + 1
+    a, b = m.v_tilde[:, :inside], rotated.v_tilde[:, :inside]
+    assert np.linalg.svd(a.T @ b, compute_uv=False).min() < 0.99                # different spans
+    with pytest.warns(UserWarning, match="tie"):
+        q_inside, info = m.effective(inside, return_info=True)
+    assert info.chi_used == end
+    np.testing.assert_allclose(q_inside, m.effective(end), atol=1e-12)
+    # at the gap the answer does not depend on the basis chosen within the cluster
+    np.testing.assert_allclose(rotated.effective(end), m.effective(end), atol=1e-9)
