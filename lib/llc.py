@@ -45,7 +45,6 @@ LLC theorems chapters; :func:`sweep` and :func:`plot_sweep` make calibration a c
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -55,7 +54,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .book.device import resolve_device
+from .book.device import process_group, resolve_device
 from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
 from .known_llc import normal_crossing_llc, regular_llc, rrr_llc  # noqa: F401  (re-exported)
@@ -324,19 +323,6 @@ def _chunk_size(flat: _Flat, activation_bytes: int, chains: int, device, request
     return min(chains, fit)
 
 
-def _distributed() -> tuple[int, int]:
-    """(rank, world size); joins the process group when launched by ``torchrun``."""
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        return 0, 1
-    if not dist.is_initialized():
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "MASTER_ADDR" not in os.environ:
-            return 0, 1
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
-
-
 # ----- the sampler --------------------------------------------------------------------------
 
 def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings, chain_ids: np.ndarray,
@@ -471,7 +457,7 @@ def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, prog
     flat = _Flat(model)
     activation = max(_probe(model, fn, data, s.batch_size) for fn, data in targets)
     chunk = _chunk_size(flat, activation, s.chains, device, chunk_size, len(targets))
-    rank, world = _distributed()
+    rank, world = process_group()
     model = model.to(device)
     flat.w0 = flat.w0.to(device)
     wrappers = [_LossModule(model, fn) for fn, _ in targets]

@@ -93,3 +93,19 @@ def torch_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def process_group() -> tuple[int, int]:
+    """(rank, world size) of this process. Under ``torchrun`` (WORLD_SIZE > 1 and MASTER_ADDR
+    set) it joins the default process group first: NCCL where CUDA is present, gloo on the
+    CPU. A plain ``python`` run is rank 0 of 1."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return 0, 1
+    if not dist.is_initialized():
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "MASTER_ADDR" not in os.environ:
+            return 0, 1
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), dist.get_world_size()
