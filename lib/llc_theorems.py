@@ -117,6 +117,52 @@ def curvature(model: nn.Module, loss_fn, data, w: torch.Tensor | None = None, to
 
 
 # ---------------------------------------------------------------------------
+# §8: is w* nearer a critical point of a truncated potential than of L?
+# ---------------------------------------------------------------------------
+
+def population_data(support: Support, chi: int | None = None):
+    """A population loss as one weighted full batch, for :func:`weighted_nll`: every pair
+    (x, y) with q(x)·p(y|x) > 0, where p = q (``chi=None``) or q^(χ), weighted N·q(x)·p(y|x)
+    over the N pairs, so that the batch mean is
+
+        L^(χ)(w) = −Σ_{x,y} q(x) q^(χ)(y|x) log p(y|x, w)     (L^(rank) = L).
+
+    Returns (rows, cols, weights) as tensors."""
+    cond = support.full_conditional(None if chi is None else effective(support.modes, chi))
+    q_x = support.joint.sum(axis=1)
+    joint = (q_x / q_x.sum())[:, None] * cond
+    x, y = np.nonzero(joint > 0)
+    return torch.as_tensor(x), torch.as_tensor(y), torch.as_tensor(joint[x, y] * len(x))
+
+
+@dataclass
+class CriticalPoints:
+    """:func:`critical_points`: at w*, per cutoff χ, ‖∇L^(χ)(w*)‖ and the smallest and the
+    extreme Hessian eigenvalue of L^(χ); the same for L (``*_q``)."""
+
+    chis: list
+    grad_norm: np.ndarray
+    smallest: np.ndarray
+    extreme: np.ndarray
+    grad_norm_q: float
+    smallest_q: float
+    extreme_q: float
+
+
+def critical_points(model: nn.Module, support: Support, chis) -> CriticalPoints:
+    """§8's question, measured: is the trained w* closer to a critical point of a truncated
+    population loss L^(χ) (the loss on the modes past χ removed) than of L itself? For each χ
+    the gradient norm and the Hessian's smallest eigenvalue of L^(χ) at w* (Lanczos on
+    Hessian-vector products, :func:`curvature`), one torch thread (models of a few thousand
+    parameters)."""
+    with torch_threads(1):
+        ref = curvature(model, weighted_nll, population_data(support), smallest=True)
+        per = [curvature(model, weighted_nll, population_data(support, chi), smallest=True) for chi in chis]
+    return CriticalPoints(list(chis), np.array([c.grad_norm for c in per]), np.array([c.smallest for c in per]),
+                          np.array([c.extreme for c in per]), ref.grad_norm, ref.smallest, ref.extreme)
+
+
+# ---------------------------------------------------------------------------
 # The derived bounds
 # ---------------------------------------------------------------------------
 

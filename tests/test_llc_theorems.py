@@ -128,3 +128,34 @@ def test_chi_star_and_the_monotone_verdict():
     diff = np.zeros((1, 2, 4))
     diff[0, 0] = [1.0, 1.1, 0.9, 1.0]                                          # distinguishable; identical chains
     assert th._z(diff)[0, 1] == 0.0 and th._z(diff)[0, 0] > 10
+
+
+def test_population_data_gives_the_population_loss(ladder):
+    """The weighted full batch's mean is −Σ q(x) q^(χ)(y|x) log p(y|x, w): equal to L at χ = rank
+    and different from it below (the ladder's truncations are visible)."""
+    model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
+    rows = ladder.modes.rows
+    with torch.no_grad():
+        logp = model(torch.as_tensor(rows)).numpy()
+
+    def direct(cond):
+        return float(-(ladder.modes.q_x[:, None] * cond * logp).sum())
+
+    def batch_mean(chi):
+        with torch.no_grad():
+            return float(th.weighted_nll(model, th.population_data(ladder, chi)).mean())
+
+    L_q = direct(ins.dense_conditional(ladder.modes))
+    assert batch_mean(None) == pytest.approx(L_q, rel=1e-12)
+    assert batch_mean(ladder.modes.rank) == pytest.approx(L_q, rel=1e-9)
+    assert batch_mean(1) == pytest.approx(direct(ins.effective(ladder.modes, 1)), rel=1e-12)
+    assert abs(batch_mean(1) - L_q) > 1e-4
+
+
+def test_critical_points_at_the_rank_are_those_of_L(ladder):
+    model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
+    cp = th.critical_points(model, ladder, [1, ladder.modes.rank])
+    assert cp.grad_norm[-1] == pytest.approx(cp.grad_norm_q, rel=1e-8)
+    assert cp.extreme[-1] == pytest.approx(cp.extreme_q, rel=1e-4)
+    assert abs(cp.grad_norm[0] - cp.grad_norm_q) > 1e-6 * cp.grad_norm_q
+    assert np.all(cp.smallest <= cp.extreme + 1e-9)

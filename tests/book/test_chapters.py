@@ -235,3 +235,17 @@ def test_constraint_mistakes_are_caught_with_the_file_named(tmp_path, old, new, 
     write_book(tmp_path, declaration=CONSTRAINED.replace(old, new, 1))
     with pytest.raises(ChapterDeclarationError, match="chapters/alpha.yml.*" + message):
         discover(tmp_path)
+
+
+def test_readme_lists_every_chapter_of_the_toc():
+    """The README's list of contents and _toc.yml agree: every chapter's title is named there."""
+    import re
+
+    from lib import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    contents = readme.split("## What the book contains", 1)[1].split("\n## ", 1)[0]
+    for chapter in chapters().values():
+        if chapter.id in ("intro", "report"):
+            continue
+        assert re.search(re.escape(chapter.title), contents), chapter.title
