@@ -333,22 +333,19 @@ def logit_matrix(oracle: Oracle, histories, futures, alphabet_size: int | None =
 
     Entries are the oracle's answers as given (mean-centred for a logit oracle). ``alphabet_size``
     defaults to the length of the oracle's first answer; every answer must have that length.
+    The book's one implementation, :func:`lib.logits.extended_logit_matrix` (``centered=False``).
     """
+    from .logits import extended_logit_matrix
+
     histories, futures = [tuple(h) for h in histories], [tuple(f) for f in futures]
     if alphabet_size is None:
         if not histories or not futures:
             raise ValueError("logit_matrix: give alphabet_size when histories or futures is empty")
         alphabet_size = np.asarray(oracle(histories[0] + futures[0])).shape[-1]
     S = _check_positive_int("alphabet_size", alphabet_size)
-    out = np.empty((len(histories), len(futures) * S))
-    for i, h in enumerate(histories):
-        h = tuple(h)
-        for j, f in enumerate(futures):
-            v = np.asarray(oracle(h + tuple(f)), dtype=float)
-            if v.shape != (S,):
-                raise ValueError(f"oracle: expected logits of shape ({S},), got {v.shape}")
-            out[i, j * S:(j + 1) * S] = v
-    return out
+    if not histories or not futures:
+        return np.empty((len(histories), len(futures) * S))
+    return extended_logit_matrix(oracle, histories, futures, centered=False, alphabet_size=S)
 
 
 def logit_rank(matrix, tol: float = EXACT_RANK_TOL) -> int:

@@ -1,0 +1,934 @@
+"""Next-token prediction as sparse soft-label classification, and the geometry it implies.
+
+The objects follow Thrampoulidis, *Implicit Bias of Next-token Prediction* (NeurIPS 2024;
+"NeurIPS'24" below) and Zhao, Behnia, Vakilian & Thrampoulidis, *Implicit Geometry of
+Next-token Prediction* (COLM 2024; "COLM'24"), as summarised in the talk *Implicit Geometry
+of Next-token Prediction* (seed 004; slide titles are cited in quotes).
+
+Data ("NTP training is sparse soft-label classification"). A token stream gives m distinct
+contexts x_j of length T with frequencies π̂_j and next-token distributions p̂_j ∈ Δ^V with
+supports S_j. We store P = [p̂_1, …, p̂_m] ∈ R^{V×m} and the support matrix
+S ∈ {0,1}^{V×m}, S_{zj} = 1[z ∈ S_j]. The training loss of logits L = [l_1, …, l_m] is
+
+    CE(L) = − Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log softmax_z(l_j),
+
+bounded below by the empirical entropy ("Entropy lower-bound")
+
+    H = − Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log p̂_{j,z},   CE(L) = H + Σ_j π̂_j KL(p̂_j ‖ softmax(l_j)).
+
+Linear model (fixed embeddings h_j ∈ R^d, columns of Hf ∈ R^{d×m}; logits L = W Hf), the
+slides "When is the lower bound reached?" and "Implicit bias":
+
+* NTP_H-compatibility: ∃ W with ⟨W, (e_z − e_z')h_jᵀ⟩ = log(p̂_{j,z}/p̂_{j,z'}) for z, z' ∈ S_j;
+* NTP-separability: ∃ W with ⟨W, (e_z − e_z')h_jᵀ⟩ = 0 (z, z' ∈ S_j) and
+  ⟨W, (e_z − e_v)h_jᵀ⟩ ≥ 1 (z ∈ S_j, v ∉ S_j);
+* F = span{(e_z − e_z')h_jᵀ}; W* ∈ F the unique solution of the compatibility equations;
+  W^mm ∈ F^⊥ the NTP-SVM: min ‖W‖_F under the separability constraints;
+* GD with step η ≤ 2/L_s gives CE(W_k) → H, P_F(W_k) → W*, ‖P_⊥(W_k)‖ → ∞ and
+  W_k/‖W_k‖ → W^mm/‖W^mm‖ (NeurIPS'24, Thm 2).
+
+Unconstrained features (UFM, slides "NTP-UFM" to "NTP max-margin logits"): W ∈ R^{V×d},
+H ∈ R^{d×m} free, ridge λ(‖W‖_F² + ‖H‖_F²). Since min_{WH=L}(‖W‖_F² + ‖H‖_F²) = 2‖L‖_*, the
+problem is the logit-space problem min_{rank L ≤ d} CE(L) + 2λ‖L‖_* (the slide writes λ for
+2λ), convex when d ≥ V. Its path satisfies L_λ ≈ L* + ρ(λ)L^mm with
+
+* L* ∈ F = span{(e_z − e_z')e_jᵀ : z, z' ∈ S_j}: L*_{zj} = log p̂_{j,z} − mean_{z'∈S_j} log p̂_{j,z'}
+  on S_j and 0 off it;
+* L^mm: the nuclear-norm NTP-SVM, min ‖L‖_* s.t. L_{zj} = L_{z'j} (z, z' ∈ S_j),
+  L_{zj} − L_{vj} ≥ 1 (z ∈ S_j, v ∉ S_j), which depends on S only.
+
+Every convex problem here is solved with cvxpy (the separability LP with HiGHS through SciPy)
+and its status is checked: anything but ``optimal`` raises :class:`SolverError` naming the
+problem. NTP-SVM solutions carry a duality gap certified independently of the solver
+(:func:`svm_dual_bound`); :func:`ntp_svm_first_order` (ADMM) solves the same problem at sizes
+where the SDP is slow or does not fit in memory.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .book.device import torch_threads
+
+__all__ = [
+    "NTPError", "SolverError", "NTPData", "check_distribution", "support_matrix", "word_stream",
+    "extract_contexts", "random_supports", "k_subsets", "synthetic_data", "entropy_lower_bound",
+    "cross_entropy", "kl_terms", "log_softmax", "softmax", "l_star", "project_F", "ntp_svm",
+    "solve_ntp_svm", "SVMResult", "svm_dual_bound", "svm_violation", "ntp_svm_first_order", "linear_constraints",
+    "linear_geometry", "LinearGeometry", "separability", "linear_w_mm", "smoothness", "gd_linear", "ufm_logits",
+    "ufm_objective", "ufm_path", "ufm_factors", "ufm_train", "train_transformer", "cosine_matrix", "offdiag_corr",
+    "permutation_null", "effective_rank",
+]
+
+
+class NTPError(ValueError):
+    """Bad input: a distribution that is not one, an empty support, no repeated contexts, λ ≤ 0."""
+
+
+class SolverError(RuntimeError):
+    """A convex solver did not report ``optimal``: the result is not used."""
+
+
+# --------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------
+
+def check_distribution(pi, P, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """Validate (π̂, P): π̂ ∈ Δ^m, every column of P ∈ Δ^V, no empty support. Returns float64 copies."""
+    pi = np.asarray(pi, dtype=np.float64)
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 2 or pi.ndim != 1 or pi.shape[0] != P.shape[1]:
+        raise NTPError(f"P must be V × m and π of length m; got P {P.shape}, π {pi.shape}")
+    if P.shape[1] == 0 or P.shape[0] < 2:
+        raise NTPError(f"need at least one context and two tokens; got P of shape {P.shape}")
+    if not (np.all(np.isfinite(P)) and np.all(np.isfinite(pi))):
+        raise NTPError("P and π must be finite")
+    if (P < 0).any() or (pi < 0).any():
+        raise NTPError("P and π must be non-negative")
+    empty = np.flatnonzero(P.sum(0) <= 0)
+    if empty.size:
+        raise NTPError(f"context(s) {empty[:5].tolist()} have an empty support (a column of P is zero)")
+    if np.abs(P.sum(0) - 1).max() > tol:
+        raise NTPError(f"every column of P must sum to 1; worst is {P.sum(0)[np.argmax(np.abs(P.sum(0) - 1))]:.6g}")
+    if abs(pi.sum() - 1) > tol:
+        raise NTPError(f"π must sum to 1; got {pi.sum():.6g}")
+    return pi, P
+
+
+def support_matrix(P) -> np.ndarray:
+    """S ∈ {0,1}^{V×m}, S_{zj} = 1[p̂_{j,z} > 0]; refuses an empty support."""
+    S = (np.asarray(P) > 0).astype(np.float64)
+    _check_support(S)
+    return S
+
+
+def _check_support(S) -> np.ndarray:
+    S = np.asarray(S, dtype=np.float64)
+    if S.ndim != 2 or S.shape[0] < 2 or S.shape[1] < 1:
+        raise NTPError(f"a support matrix is V × m with V ≥ 2, m ≥ 1; got shape {S.shape}")
+    if not np.isin(S, (0.0, 1.0)).all():
+        raise NTPError("a support matrix holds only 0 and 1")
+    empty = np.flatnonzero(S.sum(0) == 0)
+    if empty.size:
+        raise NTPError(f"context(s) {empty[:5].tolist()} have an empty support (a zero column of S)")
+    return S
+
+
+@dataclass
+class NTPData:
+    """m distinct contexts with frequencies π̂ (m,), next-token distributions P (V × m), the
+    counts they came from (V × m; None for exact synthetic data), the contexts' tokens (m × T)
+    when they come from a stream, and a label per token."""
+
+    pi: np.ndarray
+    P: np.ndarray
+    counts: np.ndarray | None = None
+    contexts: np.ndarray | None = None
+    labels: list[str] | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.pi, self.P = check_distribution(self.pi, self.P)
+
+    @property
+    def V(self) -> int:
+        return self.P.shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.P.shape[1]
+
+    @property
+    def n(self) -> int | None:
+        return int(self.counts.sum()) if self.counts is not None else None
+
+    @property
+    def S(self) -> np.ndarray:
+        return support_matrix(self.P)
+
+    @property
+    def support_sizes(self) -> np.ndarray:
+        return (self.P > 0).sum(0)
+
+    @property
+    def entropy(self) -> float:
+        return entropy_lower_bound(self.pi, self.P)
+
+    def decode(self, j: int) -> str:
+        """Context j as text (its tokens' labels)."""
+        if self.contexts is None:
+            return f"context {j}"
+        labels = self.labels or [str(i) for i in range(self.V)]
+        return " ".join(labels[t] for t in self.contexts[j])
+
+    def support_labels(self, j: int) -> list[str]:
+        labels = self.labels or [str(i) for i in range(self.V)]
+        return [labels[z] for z in np.flatnonzero(self.P[:, j] > 0)]
+
+
+_WORD = re.compile(r"[a-z]+|\.+")
+
+
+def word_stream(documents: Iterable[str]) -> tuple[list[np.ndarray], list[str]]:
+    """Word-level tokens of each document: lower-cased alphabetic words and the full stop
+    (the TinyStories-style unit of the talk's experiment; consecutive dots are one full stop). Returns (token ids per document,
+    vocabulary ordered by decreasing frequency, ties alphabetically)."""
+    docs = []
+    for d in documents:
+        words = ["." if w[0] == "." else w for w in _WORD.findall(d.lower())]
+        docs.append([w for i, w in enumerate(words) if not (w == "." and i and words[i - 1] == ".")])
+    counts: dict[str, int] = {}
+    for words in docs:
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+    vocab = sorted(counts, key=lambda w: (-counts[w], w))
+    index = {w: i for i, w in enumerate(vocab)}
+    return [np.fromiter((index[w] for w in words), dtype=np.int64, count=len(words)) for words in docs], vocab
+
+
+def extract_contexts(streams: Sequence[np.ndarray], vocab: Sequence[str], V: int, T: int, m: int | None = None,
+                     min_count: int = 2, drop_other_contexts: bool = True) -> NTPData:
+    """Distinct contexts of length T and their sparse next-token distributions.
+
+    The V − 1 most frequent tokens (ids 0..V−2 of ``vocab``, which is sorted by frequency)
+    keep their own symbol, every other token becomes OTHER (symbol V − 1). Windows of T + 1
+    symbols are taken inside each document. Contexts seen at least ``min_count`` times are
+    kept (those containing OTHER are dropped when ``drop_other_contexts``; OTHER may still be
+    a next token), the ``m`` most frequent of them (ties by first occurrence) when m is given.
+    π̂_j = n_j / Σ n_j and p̂_{j,z} = n_{j,z} / n_j over the kept contexts.
+
+    Raises NTPError when V or T leave no context repeated ``min_count`` times."""
+    if not isinstance(V, int) or V < 2 or not isinstance(T, int) or T < 1:
+        raise NTPError(f"need integers V ≥ 2 and T ≥ 1; got V={V!r}, T={T!r}")
+    if min_count < 2:
+        raise NTPError(f"min_count must be ≥ 2 (a context seen once has a one-token support by construction); got {min_count}")
+    other = V - 1
+    keys, nexts = [], []
+    for toks in streams:
+        s = np.minimum(np.asarray(toks, dtype=np.int64), other)
+        if s.size < T + 1:
+            continue
+        win = np.lib.stride_tricks.sliding_window_view(s, T + 1)
+        key = np.zeros(len(win), dtype=np.int64)
+        for t in range(T):
+            key = key * V + win[:, t]
+        keep = ~(win[:, :T] == other).any(1) if drop_other_contexts else np.ones(len(win), bool)
+        keys.append(key[keep])
+        nexts.append(win[keep, T])
+    if not keys or sum(k.size for k in keys) == 0:
+        raise NTPError(f"the stream has no window of T + 1 = {T + 1} tokens (without OTHER in the context)")
+    if T * math.log(V) > 62 * math.log(2):
+        raise NTPError(f"V^T = {V}^{T} does not fit the 64-bit context key; use a smaller V or T")
+    key, nxt = np.concatenate(keys), np.concatenate(nexts)
+    uniq, first, inv, n_ctx = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    repeated = np.flatnonzero(n_ctx >= min_count)
+    if repeated.size == 0:
+        raise NTPError(f"no context of length T={T} over V={V} symbols occurs {min_count} times or more: "
+                       "there is no repeated context to learn a distribution from (lower T or V)")
+    order = repeated[np.lexsort((first[repeated], -n_ctx[repeated]))]
+    if m is not None:
+        if m < 1:
+            raise NTPError(f"m must be ≥ 1; got {m}")
+        if order.size < m:
+            raise NTPError(f"only {order.size} contexts of length T={T} over V={V} repeat ≥ {min_count} times; m={m} asked")
+        order = order[:m]
+    pos = np.full(uniq.size, -1)
+    pos[order] = np.arange(order.size)
+    sel = pos[inv] >= 0
+    counts = np.zeros((V, order.size), dtype=np.int64)
+    np.add.at(counts, (nxt[sel], pos[inv[sel]]), 1)
+    ctx = np.zeros((order.size, T), dtype=np.int64)
+    k = uniq[order].copy()
+    for t in range(T - 1, -1, -1):
+        ctx[:, t] = k % V
+        k //= V
+    n_j = counts.sum(0)
+    labels = [str(w) for w in vocab[:V - 1]] + ["OTHER"]
+    return NTPData(pi=n_j / n_j.sum(), P=counts / n_j, counts=counts, contexts=ctx, labels=labels,
+                   info={"T": T, "windows": int(key.size), "distinct_contexts": int(uniq.size),
+                         "repeated_contexts": int(repeated.size), "min_count": min_count})
+
+
+def random_supports(V: int, m: int, k: int, seed: int = 0) -> np.ndarray:
+    """S ∈ {0,1}^{V×m} with a uniformly random support of size k per column."""
+    if not 1 <= k <= V:
+        raise NTPError(f"support size k must be in [1, V={V}]; got {k}")
+    rng = np.random.default_rng(seed)
+    S = np.zeros((V, m))
+    for j in range(m):
+        S[rng.choice(V, size=k, replace=False), j] = 1
+    return S
+
+
+def k_subsets(V: int, k: int) -> np.ndarray:
+    """S ∈ {0,1}^{V×C(V,k)}: every k-subset of [V] once, in lexicographic order."""
+    if not 1 <= k < V:
+        raise NTPError(f"k must be in [1, V − 1] (k = V leaves nothing to separate); got k={k}, V={V}")
+    cols = list(combinations(range(V), k))
+    S = np.zeros((V, len(cols)))
+    for j, c in enumerate(cols):
+        S[list(c), j] = 1
+    return S
+
+
+def synthetic_data(V: int, m: int, k: int, n: int | None = None, alpha: float = 1.0, seed: int = 0) -> NTPData:
+    """NeurIPS'24 App. A.2-style data: random supports of size k, p̂_j ~ Dirichlet(α 1_k) on its
+    support, contexts uniform; with n, the pairs (j, z) are sampled n times and (π̂, P) are the
+    empirical frequencies (a token drawn with probability p but never sampled leaves the
+    support). E[H] for α = 1 and exact sampling is Σ_{i=2}^{k} 1/i (1.45 for k = 6)."""
+    rng = np.random.default_rng(seed)
+    S = random_supports(V, m, k, seed=int(rng.integers(2 ** 31)))
+    P = np.zeros((V, m))
+    for j in range(m):
+        P[S[:, j] > 0, j] = rng.dirichlet(np.full(k, alpha))
+    if n is None:
+        return NTPData(pi=np.full(m, 1.0 / m), P=P)
+    ctx = rng.integers(m, size=n)
+    counts = np.zeros((V, m), dtype=np.int64)
+    u = rng.random(n)
+    cdf = np.cumsum(P, axis=0)
+    z = np.minimum((u[None, :] > cdf[:, ctx]).sum(0), V - 1)
+    np.add.at(counts, (z, ctx), 1)
+    n_j = counts.sum(0)
+    if (n_j == 0).any():
+        raise NTPError(f"n={n} samples left {(n_j == 0).sum()} of the m={m} contexts unseen; raise n")
+    return NTPData(pi=n_j / n, P=counts / n_j, counts=counts)
+
+
+# --------------------------------------------------------------------------------------
+# Entropy, cross-entropy, KL
+# --------------------------------------------------------------------------------------
+
+def log_softmax(L) -> np.ndarray:
+    """Column-wise log softmax of logits L (V × m)."""
+    L = np.asarray(L, dtype=np.float64)
+    Z = L - L.max(0, keepdims=True)
+    return Z - np.log(np.exp(Z).sum(0, keepdims=True))
+
+
+def softmax(L) -> np.ndarray:
+    return np.exp(log_softmax(L))
+
+
+def _xlogy(p, q):
+    return np.where(p > 0, p * np.log(np.where(p > 0, q, 1.0)), 0.0)
+
+
+def entropy_lower_bound(pi, P) -> float:
+    """H = −Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log p̂_{j,z} (slide "Entropy Lower-bound"), P of shape V × m."""
+    pi, P = check_distribution(pi, P)
+    return float(-(pi * _xlogy(P, P).sum(0)).sum())
+
+
+def cross_entropy(pi, P, L, per_context: bool = False):
+    """CE(L) = −Σ_j π̂_j Σ_z p̂_{j,z} log softmax_z(l_j); with per_context, the m values
+    −Σ_z p̂_{j,z} log softmax_z(l_j) (unweighted)."""
+    pi, P = check_distribution(pi, P)
+    ce = -(np.where(P > 0, P * log_softmax(L), 0.0)).sum(0)
+    return ce if per_context else float((pi * ce).sum())
+
+
+def kl_terms(pi, P, L) -> np.ndarray:
+    """KL(p̂_j ‖ softmax(l_j)) for each context j (computed directly, not as CE − H)."""
+    pi, P = check_distribution(pi, P)
+    logq = log_softmax(L)
+    return np.where(P > 0, P * (np.log(np.where(P > 0, P, 1.0)) - logq), 0.0).sum(0)
+
+
+# --------------------------------------------------------------------------------------
+# Linear model with fixed embeddings (NeurIPS'24)
+# --------------------------------------------------------------------------------------
+
+def _pairs(S) -> list[tuple[int, int, int]]:
+    """(j, z, z0) for each context j and each z ∈ S_j other than its first token z0."""
+    out = []
+    for j in range(S.shape[1]):
+        sup = np.flatnonzero(S[:, j] > 0)
+        out += [(j, int(z), int(sup[0])) for z in sup[1:]]
+    return out
+
+
+def linear_constraints(P, Hf) -> tuple[np.ndarray, np.ndarray]:
+    """The compatibility system A vec(W) = b: one row vec((e_z − e_{z0})h_jᵀ) per (j, z ≠ z0 ∈ S_j)
+    (vec row-major, W ∈ R^{V×d}), b = log(p̂_{j,z}/p̂_{j,z0}). The rows span F."""
+    P, Hf = np.asarray(P, float), np.asarray(Hf, float)
+    V, d = P.shape[0], Hf.shape[0]
+    rows = _pairs(P > 0)
+    A = np.zeros((len(rows), V * d))
+    b = np.zeros(len(rows))
+    for r, (j, z, z0) in enumerate(rows):
+        A[r, z * d:(z + 1) * d] += Hf[:, j]
+        A[r, z0 * d:(z0 + 1) * d] -= Hf[:, j]
+        b[r] = math.log(P[z, j] / P[z0, j])
+    return A, b
+
+
+@dataclass
+class LinearGeometry:
+    """W* (V × d), an orthonormal basis Q of F (vec coordinates, columns), the relative
+    residual of the compatibility system, and whether it is compatible (residual ≤ tol)."""
+
+    W_star: np.ndarray
+    Q: np.ndarray
+    residual: float
+    compatible: bool
+
+    def project_F(self, W) -> np.ndarray:
+        w = np.asarray(W, float).reshape(-1)
+        return (self.Q @ (self.Q.T @ w)).reshape(self.W_star.shape)
+
+
+def linear_geometry(P, Hf, tol: float = 1e-8) -> LinearGeometry:
+    """W* ∈ F, the minimum-norm solution of the compatibility system (unique in F when it is
+    solvable: NeurIPS'24 Def. of the subspace component), and the projector onto F."""
+    A, b = linear_constraints(P, Hf)
+    V, d = np.asarray(P).shape[0], np.asarray(Hf).shape[0]
+    if A.shape[0] == 0:
+        return LinearGeometry(np.zeros((V, d)), np.zeros((V * d, 0)), 0.0, True)
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    r = int((s > s[0] * max(A.shape) * np.finfo(float).eps).sum())
+    w = Vt[:r].T @ ((U[:, :r].T @ b) / s[:r])
+    res = float(np.linalg.norm(A @ w - b) / max(np.linalg.norm(b), 1e-300))
+    return LinearGeometry(w.reshape(V, d), Vt[:r].T, res, res <= tol)
+
+
+def _svm_constraints(cp, G, S):
+    """Constraints of the NTP-SVM on a V × m affine expression G: G_{zj} = a_j on S_j and
+    G_{vj} ≤ a_j − 1 off it (equivalent to the slides' pairwise form, with V·m rows). Entries
+    are selected by sparse matrices acting on vec(G), so no trivial 0 = 0 rows reach the solver."""
+    import scipy.sparse as sp
+
+    V, m = S.shape
+    a = cp.Variable(m)
+    flat = S.reshape(-1, order="F") > 0                       # cp.vec is column-major
+    idx = np.arange(V * m)
+    col = idx // V
+    def pick(mask):
+        rows = np.flatnonzero(mask)
+        n = rows.size
+        E = sp.csr_matrix((np.ones(n), (np.arange(n), idx[rows])), shape=(n, V * m))
+        B = sp.csr_matrix((np.ones(n), (np.arange(n), col[rows])), shape=(n, m))
+        return E, B
+    Ein, Bin = pick(flat)
+    cons = [Ein @ cp.vec(G, order="F") == Bin @ a]
+    if (~flat).any():
+        Eoff, Boff = pick(~flat)
+        cons.append(Eoff @ cp.vec(G, order="F") <= Boff @ a - 1)
+    return cons
+
+
+def _solve(prob, name: str, solver: str, **opts) -> tuple[str, float]:
+    import cvxpy as cp
+
+    t0 = time.perf_counter()
+    try:
+        prob.solve(solver=solver, **opts)
+    except cp.error.SolverError as err:
+        raise SolverError(f"{name}: solver {solver} failed ({err})") from None
+    seconds = time.perf_counter() - t0
+    if prob.status != cp.OPTIMAL:
+        raise SolverError(f"{name}: solver {solver} returned status {prob.status!r}, not 'optimal'; "
+                          "the solution is not used")
+    return prob.status, seconds
+
+
+def separability(S, Hf) -> bool:
+    """NTP-separability of fixed embeddings as an LP feasibility problem, solved by HiGHS
+    (``scipy.optimize.linprog``): unknowns W ∈ R^{V×d} and a ∈ R^m with (W h_j)_z = a_j on S_j and
+    (W h_j)_v ≤ a_j − 1 off it. True when feasible, False when HiGHS certifies infeasibility; any
+    other outcome raises SolverError."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    S = _check_support(S)
+    Hf = np.asarray(Hf, float)
+    V, m = S.shape
+    d = Hf.shape[0]
+    def block(zs, js):
+        n = zs.size
+        rows = np.repeat(np.arange(n), d)
+        cols = (zs[:, None] * d + np.arange(d)[None, :]).ravel()
+        vals = Hf[:, js].T.ravel()
+        A = sp.csr_matrix((vals, (rows, cols)), shape=(n, V * d))
+        B = sp.csr_matrix((-np.ones(n), (np.arange(n), js)), shape=(n, m))
+        return sp.hstack([A, B]).tocsr()
+    zi, ji = np.nonzero(S > 0)
+    zo, jo = np.nonzero(S == 0)
+    res = linprog(np.zeros(V * d + m), A_ub=block(zo, jo) if zo.size else None,
+                  b_ub=-np.ones(zo.size) if zo.size else None, A_eq=block(zi, ji), b_eq=np.zeros(zi.size),
+                  bounds=(None, None), method="highs")
+    if res.status == 0:
+        return True
+    if res.status == 2:
+        return False
+    raise SolverError(f"NTP-separability LP (d={d}): HiGHS ended with status {res.status} ({res.message})")
+
+
+def linear_w_mm(S, Hf, solver: str = "CLARABEL") -> np.ndarray:
+    """W^mm: min ‖W‖_F s.t. ⟨W,(e_z − e_z')h_jᵀ⟩ = 0, ⟨W,(e_z − e_v)h_jᵀ⟩ ≥ 1 (the NTP-SVM of
+    the linear model, a QP; NeurIPS'24 eq. (NTP-SVM)). Status checked."""
+    import cvxpy as cp
+
+    S = _check_support(S)
+    Hf = np.asarray(Hf, float)
+    W = cp.Variable((S.shape[0], Hf.shape[0]))
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(W)), _svm_constraints(cp, W @ Hf, S))
+    _solve(prob, "linear NTP-SVM (W^mm)", solver)
+    return np.asarray(W.value)
+
+
+def smoothness(pi, Hf) -> float:
+    """A smoothness constant of W ↦ CE(W Hf): the Hessian is Σ_j π̂_j (h_j h_jᵀ) ⊗ (diag q_j − q_j q_jᵀ)
+    and ‖diag q − q qᵀ‖ ≤ 1/2, so L_s = ½ λ_max(Σ_j π̂_j h_j h_jᵀ)."""
+    Hf = np.asarray(Hf, float)
+    return 0.5 * float(np.linalg.eigvalsh((Hf * np.asarray(pi)) @ Hf.T)[-1])
+
+
+def gd_linear(pi, P, Hf, steps: int, eta: float | None = None, n_checkpoints: int = 40,
+              geometry: LinearGeometry | None = None, W_mm: np.ndarray | None = None) -> dict:
+    """Full-batch GD on W ↦ CE(W Hf) from W_0 = 0 with step η (default 1/L_s; must be ≤ 2/L_s).
+    At log-spaced iterations records CE − H, ‖P_F(W_k) − W*‖_F, ‖P_⊥(W_k)‖_F, cos(W_k, W^mm)
+    and cos(P_⊥ W_k, W^mm)."""
+    pi, P = check_distribution(pi, P)
+    Hf = np.asarray(Hf, float)
+    Ls = smoothness(pi, Hf)
+    eta = 1.0 / Ls if eta is None else float(eta)
+    if not 0 < eta <= 2.0 / Ls:
+        raise NTPError(f"step η = {eta:g} must be in (0, 2/L] with L = {Ls:g}")
+    geo = geometry or linear_geometry(P, Hf)
+    H = entropy_lower_bound(pi, P)
+    marks = set(np.unique(np.round(np.geomspace(1, steps, n_checkpoints)).astype(int)).tolist())
+    W = np.zeros((P.shape[0], Hf.shape[0]))
+    HpiT = (Hf * pi).T  # m × d
+    out = {k: [] for k in ("k", "excess", "dist_F", "norm_perp", "cos_mm", "cos_perp_mm")}
+    nmm = np.linalg.norm(W_mm) if W_mm is not None else None
+    for k in range(1, steps + 1):
+        Q = softmax(W @ Hf)
+        W -= eta * (Q - P) @ HpiT
+        if k in marks:
+            WF = geo.project_F(W)
+            Wp = W - WF
+            out["k"].append(k)
+            out["excess"].append(cross_entropy(pi, P, W @ Hf) - H)
+            out["dist_F"].append(float(np.linalg.norm(WF - geo.W_star)))
+            out["norm_perp"].append(float(np.linalg.norm(Wp)))
+            if W_mm is not None:
+                out["cos_mm"].append(float((W * W_mm).sum() / (np.linalg.norm(W) * nmm)))
+                out["cos_perp_mm"].append(float((Wp * W_mm).sum() / (np.linalg.norm(Wp) * nmm)))
+    res = {k: np.asarray(v) for k, v in out.items()}
+    res.update(W=W, eta=eta, smoothness=Ls, entropy=H)
+    return res
+
+
+# --------------------------------------------------------------------------------------
+# Logit space: L*, P_F, the nuclear-norm NTP-SVM (COLM'24)
+# --------------------------------------------------------------------------------------
+
+def l_star(P) -> np.ndarray:
+    """L* ∈ F: on S_j, log p̂_{j,z} minus its mean over S_j; zero off S_j (the unique solution in
+    F of L_{zj} − L_{z'j} = log(p̂_{j,z}/p̂_{j,z'}), z, z' ∈ S_j)."""
+    P = np.asarray(P, float)
+    S = support_matrix(P)
+    logP = np.log(np.where(S > 0, P, 1.0))
+    mean = (logP * S).sum(0) / S.sum(0)
+    return S * (logP - mean)
+
+
+def project_F(S, L) -> np.ndarray:
+    """Orthogonal projection onto F = span{(e_z − e_z')e_jᵀ : z, z' ∈ S_j}: per column, the
+    entries on S_j minus their mean, zero off S_j."""
+    S = _check_support(S)
+    L = np.asarray(L, float)
+    mean = (L * S).sum(0) / S.sum(0)
+    return S * (L - mean)
+
+
+@dataclass
+class SVMResult:
+    """The nuclear-norm NTP-SVM's solution L (V × m), its objective ‖L‖_*, the solver, its
+    status (always 'optimal': anything else raised), the relative duality gap reported by the
+    solver (|primal − dual| / max(1, |primal|)), the largest constraint violation, seconds."""
+
+    L: np.ndarray
+    objective: float
+    solver: str
+    status: str
+    gap: float
+    violation: float
+    seconds: float
+
+
+def svm_violation(S, L) -> float:
+    """Largest violation of the NTP-SVM constraints by L: spread of L on each S_j and
+    max(0, 1 − (min_{S_j} L − max_{off S_j} L))."""
+    S = _check_support(S)
+    L = np.asarray(L, float)
+    big = np.where(S > 0, L, np.inf)
+    small = np.where(S > 0, L, -np.inf)
+    spread = (small.max(0) - big.min(0))
+    off = np.where(S > 0, -np.inf, L).max(0)
+    margin = np.where(np.isfinite(off), big.min(0) - off, np.inf)
+    return float(max(spread.max(), np.maximum(0.0, 1.0 - margin).max()))
+
+
+def svm_dual_bound(S, Y) -> float:
+    """A certified lower bound on the NTP-SVM's optimum from any candidate dual matrix Y.
+
+    The Lagrange dual of min ‖L‖_* s.t. L_{zj} = a_j (z ∈ S_j), L_{vj} ≤ a_j − 1 (v ∉ S_j) is
+    max Σ_{v∉S_j} Y_{vj} s.t. ‖Y‖_op ≤ 1, 1ᵀY = 0, Y_{vj} ≥ 0 off the supports (Y free on them).
+    Y is made feasible (off-support entries clipped at 0, on-support entries shifted so that
+    each column sums to 0, then divided by max(1, ‖Y‖_op)), so the value returned is always a
+    valid lower bound, whatever produced Y: (primal − bound)/primal is a duality gap."""
+    S = _check_support(S)
+    Y = np.asarray(Y, float)
+    Y = np.where(S > 0, Y, np.maximum(Y, 0.0))
+    Y = Y - S * (Y.sum(0) / S.sum(0))
+    scale = max(1.0, float(np.linalg.norm(Y, 2)))
+    return float(((1 - S) * Y).sum() / scale)
+
+
+def solve_ntp_svm(S, solver: str = "CLARABEL", **opts) -> SVMResult:
+    """min ‖L‖_* s.t. L_{zj} = L_{z'j} (z, z' ∈ S_j), L_{zj} − L_{vj} ≥ 1 (z ∈ S_j, v ∉ S_j)
+    (COLM'24's NTP-SVM; slide "Regularization-path of NTP-UFM"), with cvxpy (an SDP).
+    The status is checked (SolverError otherwise) and the duality gap is certified from the
+    solver's multipliers (:func:`svm_dual_bound`). Columns are shift-invariant and centring
+    never increases the nuclear norm, so the solution is returned centred (1ᵀL = 0)."""
+    import cvxpy as cp
+
+    S = _check_support(S)
+    if (S.sum(0) == S.shape[0]).all():
+        raise NTPError("every context has the full vocabulary as support: nothing to separate, L^mm = 0")
+    L = cp.Variable(S.shape)
+    cons = _svm_constraints(cp, L, S)
+    prob = cp.Problem(cp.Minimize(cp.normNuc(L)), cons)
+    status, seconds = _solve(prob, f"nuclear-norm NTP-SVM (V={S.shape[0]}, m={S.shape[1]})", solver, **opts)
+    Lv = np.asarray(L.value)
+    Lv = Lv - Lv.mean(0, keepdims=True)
+    obj = float(np.linalg.svd(Lv, compute_uv=False).sum())
+    return SVMResult(Lv, obj, solver, status, _certified_gap(S, obj, _cvx_dual(S, cons)), svm_violation(S, Lv),
+                     seconds)
+
+
+def _cvx_dual(S, cons) -> list[np.ndarray]:
+    """Candidate dual matrices Y from cvxpy's multipliers (both sign conventions)."""
+    V, m = S.shape
+    flat = S.reshape(-1, order="F") > 0
+    y = np.zeros(V * m)
+    nu = np.atleast_1d(np.asarray(cons[0].dual_value, float))
+    y[flat] = nu
+    if len(cons) > 1:
+        y[~flat] = np.atleast_1d(np.asarray(cons[1].dual_value, float))
+    Y = y.reshape((V, m), order="F")
+    Y2 = Y.copy()
+    Y2[S > 0] *= -1
+    return [Y, Y2, -Y, -Y2]
+
+
+def _certified_gap(S, primal: float, candidates) -> float:
+    bound = max(svm_dual_bound(S, Y) for Y in candidates)
+    return float(max(0.0, primal - bound) / max(1.0, abs(primal)))
+
+
+def ntp_svm(S, solver: str = "CLARABEL") -> np.ndarray:
+    """L^mm (V × m) for a support matrix S ∈ {0,1}^{V×m}: the nuclear-norm NTP-SVM, solved by
+    cvxpy with its status checked (see :func:`solve_ntp_svm`)."""
+    return solve_ntp_svm(S, solver=solver).L
+
+
+def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1e-7, check_every: int = 20,
+                        L0=None) -> SVMResult:
+    """The nuclear-norm NTP-SVM by ADMM on the split L = X: min ‖X‖_* + ι_C(L), C the
+    (column-separable) constraint set. X-step: singular-value thresholding; L-step: the exact
+    projection onto C, column by column (:func:`_project_C`); ρ adapted by residual balancing
+    (Boyd et al. 2011, §3.4.1). Every ``check_every`` iterations the projection of X onto C (a
+    feasible point) is compared with the dual bound certified from the multiplier ρU
+    (:func:`svm_dual_bound`); the solver stops when that certified relative gap is ≤ ``tol``
+    and raises SolverError if it is not reached in ``iters`` iterations."""
+    S = _check_support(S)
+    t0 = time.perf_counter()
+    V, m = S.shape
+    if (S.sum(0) == V).all():
+        raise NTPError("every context has the full vocabulary as support: nothing to separate, L^mm = 0")
+    X = np.zeros((V, m)) if L0 is None else np.asarray(L0, float).copy()
+    U = np.zeros((V, m))
+    gap = float("inf")
+    for it in range(1, iters + 1):
+        Lc = _project_C(S, X - U)
+        u, s, vt = np.linalg.svd(Lc + U, full_matrices=False)
+        Xn = (u * np.maximum(s - 1.0 / rho, 0.0)) @ vt
+        r = np.linalg.norm(Lc - Xn)
+        sd = rho * np.linalg.norm(Xn - X)
+        X = Xn
+        U += Lc - X
+        if it % check_every == 0:
+            feas = _project_C(S, X)
+            feas -= feas.mean(0, keepdims=True)
+            obj = float(np.linalg.svd(feas, compute_uv=False).sum())
+            gap = _certified_gap(S, obj, [rho * U, -rho * U])
+            if gap <= tol:
+                return SVMResult(feas, obj, "ADMM", "optimal", gap, svm_violation(S, feas), time.perf_counter() - t0)
+        if it % 20 == 0 and (r > 10 * sd or sd > 10 * r):   # residual balancing
+            f = 2.0 if r > sd else 0.5
+            rho *= f
+            U /= f
+    raise SolverError(f"ADMM for the NTP-SVM (V={V}, m={m}) did not reach the certified gap {tol:g} in {iters} "
+                      f"iterations (last gap {gap:.2e})")
+
+
+def _project_C(S, Y) -> np.ndarray:
+    """Euclidean projection of each column y onto {l : l_z = a (z ∈ S_j), l_v ≤ a − 1 (v ∉ S_j)}.
+    For a fixed a the best l is a on S_j and min(y_v, a − 1) off it; the cost
+    Σ_{S_j}(y_z − a)² + Σ_{v∉S_j} max(0, y_v + 1 − a)² is convex piecewise quadratic in a. With
+    the t largest shifted off values u = y_v + 1 active, its minimiser is (Σ_{S_j} y + Σ_top-t u)/(k + t),
+    valid when it lies between the t-th and (t+1)-th largest u: all columns at once."""
+    S = np.asarray(S) > 0
+    Y = np.asarray(Y, float)
+    V, m = Y.shape
+    k = S.sum(0)
+    n_off = V - k
+    u = np.sort(np.where(S, -np.inf, Y + 1.0), axis=0)[::-1]            # descending, −inf padding last
+    fin = np.isfinite(u)
+    csum = np.vstack([np.zeros((1, m)), np.cumsum(np.where(fin, u, 0.0), axis=0)])   # (V+1) × m
+    t = np.arange(V + 1)[:, None]
+    cand = ((Y * S).sum(0) + csum) / (k + t)
+    upper = np.vstack([np.full((1, m), np.inf), np.where(fin, u, -np.inf)])       # u[t−1] (t ≥ 1)
+    lower = np.vstack([np.where(fin, u, -np.inf), np.full((1, m), -np.inf)])      # u[t]
+    ok = (upper >= cand - 1e-12) & (lower <= cand + 1e-12) & (t <= n_off)
+    first = np.argmax(ok, axis=0)
+    if not ok[first, np.arange(m)].all():
+        raise SolverError("projection onto the NTP-SVM constraints found no breakpoint (non-finite input?)")
+    a = cand[first, np.arange(m)]
+    return np.where(S, a, np.minimum(Y, a - 1.0))
+
+
+# --------------------------------------------------------------------------------------
+# UFM: regularisation path and factors
+# --------------------------------------------------------------------------------------
+
+def ufm_logits(pi, P, lam: float, solver: str = "CLARABEL", **opts) -> tuple[np.ndarray, dict]:
+    """L_λ = argmin_L CE(L) + 2λ‖L‖_* (the UFM with d ≥ V in logit space; the factor 2 is
+    min_{WH=L}(‖W‖²+‖H‖²) = 2‖L‖_*), solved with cvxpy (exponential cones and an SDP).
+    Returns (L_λ, info with status, objective, seconds). λ must be > 0."""
+    import cvxpy as cp
+
+    if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam > 0):
+        raise NTPError(f"λ must be a positive number; got {lam!r} (at λ = 0 the minimum is not attained)")
+    pi, P = check_distribution(pi, P)
+    L = cp.Variable(P.shape)
+    obj = cp.sum(cp.multiply(pi, cp.log_sum_exp(L, axis=0))) - cp.sum(cp.multiply(P * pi, L)) \
+        + 2 * lam * cp.normNuc(L)
+    prob = cp.Problem(cp.Minimize(obj))
+    status, seconds = _solve(prob, f"UFM logit problem at λ={lam:g}", solver, **opts)
+    Lv = np.asarray(L.value)
+    Lv = Lv - Lv.mean(0, keepdims=True)          # CE is shift-invariant per column; centring lowers ‖L‖_*
+    return Lv, {"status": status, "objective": float(prob.value), "seconds": seconds}
+
+
+def ufm_path(pi, P, lambdas: Sequence[float], d: int | None = None, max_iter: int = 20000, seed: int = 0) -> list[dict]:
+    """The UFM's regularisation path by L-BFGS on (W, H) ∈ R^{V×d} × R^{d×m} (d = V by default,
+    so that the rank constraint is void), λ decreasing, each solve warm-started from the last
+    (from a small random start when the last solution is zero, a stationary point). Returns per λ:
+    L = WH, W, H, the objective, the gradient norm at the end."""
+    import torch
+
+    pi, P = check_distribution(pi, P)
+    lambdas = [float(x) for x in lambdas]
+    if any(not (math.isfinite(x) and x > 0) for x in lambdas):
+        raise NTPError(f"every λ must be a positive number; got {lambdas}")
+    d = P.shape[0] if d is None else d
+    out, init = [], None
+    for lam in lambdas:
+        W, H, losses = ufm_train(pi, P, d, lam=lam, steps=max_iter, optimizer="lbfgs", seed=seed, init=init)
+        # W = H = 0 is a stationary point of the factorised problem: never warm-start from it
+        init = (W, H) if np.linalg.norm(W) > 1e-3 else None
+        Wt = torch.tensor(W, requires_grad=True)
+        Ht = torch.tensor(H, requires_grad=True)
+        Pt, pit = torch.as_tensor(P), torch.as_tensor(pi)
+        loss = -(pit * (Pt * torch.log_softmax(Wt @ Ht, 0)).sum(0)).sum() + lam * (Wt.square().sum() + Ht.square().sum())
+        loss.backward()
+        grad = float(torch.sqrt(Wt.grad.square().sum() + Ht.grad.square().sum()))
+        out.append({"lam": lam, "L": W @ H, "W": W, "H": H, "objective": float(loss.detach()), "grad_norm": grad,
+                    "evaluations": len(losses)})
+    return out
+
+
+def ufm_objective(pi, P, L, lam: float) -> float:
+    return cross_entropy(pi, P, L) + 2 * lam * float(np.linalg.svd(L, compute_uv=False).sum())
+
+
+def ufm_factors(L, d: int | None = None, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """W = U√Σ R, H = Rᵀ√Σ Vᵀ from L = UΣVᵀ (R = identity on the r = rank(L) first coordinates,
+    padded to d ≥ r with zeros): W ∈ R^{V×d}, H ∈ R^{d×m}, WH = L, ‖W‖² + ‖H‖² = 2‖L‖_*."""
+    U, s, Vt = np.linalg.svd(np.asarray(L, float), full_matrices=False)
+    r = int((s > tol * max(s[0], 1e-300)).sum())
+    d = r if d is None else d
+    if d < r:
+        raise NTPError(f"d = {d} is below rank(L) = {r}")
+    W = np.zeros((L.shape[0], d))
+    H = np.zeros((d, L.shape[1]))
+    W[:, :r] = U[:, :r] * np.sqrt(s[:r])
+    H[:r] = np.sqrt(s[:r])[:, None] * Vt[:r]
+    return W, H
+
+
+def ufm_train(pi, P, d: int, lam: float = 0.0, steps: int = 2000, lr: float = 1e-2, weight_decay: float = 0.0,
+              seed: int = 0, init_scale: float = 0.1, optimizer: str = "adamw", dtype=None, init=None):
+    """The UFM trained directly: min over W ∈ R^{V×d}, H ∈ R^{d×m} of CE(WH) + λ(‖W‖²+‖H‖²),
+    with AdamW (the talk's analysis model) or L-BFGS (for tight optima). Returns (W, H, losses)."""
+    import torch
+
+    pi, P = check_distribution(pi, P)
+    if lam < 0:
+        raise NTPError(f"λ must be ≥ 0; got {lam}")
+    dtype = dtype or torch.float64
+    g = torch.Generator().manual_seed(seed)
+    V, m = P.shape
+    if init is not None:
+        W = torch.as_tensor(np.array(init[0]), dtype=dtype).requires_grad_()
+        H = torch.as_tensor(np.array(init[1]), dtype=dtype).requires_grad_()
+    else:
+        W = (init_scale * torch.randn(V, d, generator=g, dtype=dtype)).requires_grad_()
+        H = (init_scale * torch.randn(d, m, generator=g, dtype=dtype)).requires_grad_()
+    Pt = torch.as_tensor(P, dtype=dtype)
+    pit = torch.as_tensor(pi, dtype=dtype)
+
+    def loss_fn():
+        logq = torch.log_softmax(W @ H, dim=0)
+        return -(pit * (Pt * logq).sum(0)).sum() + lam * (W.square().sum() + H.square().sum())
+
+    losses = []
+    with torch_threads(1):
+        _run_ufm(optimizer, W, H, loss_fn, losses, steps, lr, weight_decay)
+    return W.detach().numpy(), H.detach().numpy(), np.asarray(losses)
+
+
+def _run_ufm(optimizer, W, H, loss_fn, losses, steps, lr, weight_decay):
+    import torch
+
+    if optimizer == "lbfgs":
+        opt = torch.optim.LBFGS([W, H], lr=1.0, max_iter=steps, tolerance_grad=1e-12, tolerance_change=1e-15,
+                                history_size=50, line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            loss = loss_fn()
+            loss.backward()
+            losses.append(float(loss.detach()))
+            return loss
+
+        opt.step(closure)
+    else:
+        opt = torch.optim.AdamW([W, H], lr=lr, weight_decay=weight_decay)
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = loss_fn()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+
+
+# --------------------------------------------------------------------------------------
+# Geometry read-outs
+# --------------------------------------------------------------------------------------
+
+def cosine_matrix(X, center: bool = False) -> np.ndarray:
+    """Cosine similarities between the rows of X (n × d); rows of zero norm give 0.
+    With center, the mean row is subtracted first."""
+    X = np.asarray(X, float)
+    if center:
+        X = X - X.mean(0, keepdims=True)
+    n = np.linalg.norm(X, axis=1, keepdims=True)
+    Y = X / np.where(n > 0, n, 1.0)
+    return Y @ Y.T
+
+
+def offdiag_corr(A, B) -> float:
+    """Pearson correlation of the strictly upper-triangular entries of two square matrices."""
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    iu = np.triu_indices(A.shape[0], 1)
+    a, b = A[iu], B[iu]
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def permutation_null(A, B, n_perm: int = 1000, seed: int = 0) -> np.ndarray:
+    """Null distribution of offdiag_corr(A, Π B Πᵀ) over random relabellings Π (B's items
+    assigned to A's at random): the correlation expected when B's geometry is unrelated to
+    which item is which."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_perm)
+    for i in range(n_perm):
+        p = rng.permutation(A.shape[0])
+        out[i] = offdiag_corr(A, np.asarray(B)[np.ix_(p, p)])
+    return out
+
+
+def effective_rank(L, share: float = 0.99) -> int:
+    """The number of singular values needed to hold ``share`` of Σσ_i² (the energy)."""
+    s = np.linalg.svd(np.asarray(L, float), compute_uv=False)
+    e = np.cumsum(s ** 2) / (s ** 2).sum()
+    return int(np.searchsorted(e, share) + 1)
+
+
+# --------------------------------------------------------------------------------------
+# A transformer trained on the same contexts (the talk's "Experiment")
+# --------------------------------------------------------------------------------------
+
+def train_transformer(data: NTPData, hidden: int, layers: int, steps: int, lr: float = 1e-3,
+                      weight_decay: float = 0.01, heads: int = 4, seed: int = 0, device: str = "cpu") -> dict:
+    """A GPT-NeoX (the book's :class:`lib.conditional_models.TransformerModel`) reading the T
+    context tokens and predicting the next, trained full-batch with AdamW on the exact NTP loss
+    CE = −Σ_j π̂_j Σ_z p̂_{j,z} log p(z | x_j). Returns the context embeddings H (d × m; the final
+    hidden state at the last position, after the last layer norm), the word embeddings W
+    (V × d; the unembedding), the logits L = WH (V × m), the loss curve and the seconds."""
+    import torch
+
+    from .conditional_models import TransformerModel
+
+    if data.contexts is None:
+        raise NTPError("a transformer needs the contexts' tokens (data from extract_contexts)")
+    torch.manual_seed(seed)
+    model = TransformerModel(data.contexts, data.V, hidden=hidden, layers=layers, heads=heads).to(device)
+    Pt = torch.as_tensor(data.P.T, dtype=torch.float32, device=device)
+    pit = torch.as_tensor(data.pi, dtype=torch.float32, device=device)
+    rows = torch.arange(data.m, device=device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    losses = np.empty(steps)
+    t0 = time.perf_counter()
+    with torch_threads(1):
+        _adamw_loop(model, opt, rows, Pt, pit, losses, steps)
+    seconds = time.perf_counter() - t0
+    return _readout(model, data, rows, losses, seconds)
+
+
+def _adamw_loop(model, opt, rows, Pt, pit, losses, steps):
+    for s in range(steps):
+        opt.zero_grad()
+        loss = -(pit * (Pt * model(rows)).sum(1)).sum()
+        loss.backward()
+        opt.step()
+        losses[s] = float(loss.detach())
+
+
+def _readout(model, data, rows, losses, seconds):
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        ids = model.history_tokens[rows]
+        h = model.lm.gpt_neox(input_ids=ids, use_cache=False).last_hidden_state[:, -1, :]
+        W = model.lm.get_output_embeddings().weight
+        logits = model.lm(input_ids=ids, use_cache=False).logits[:, -1, :]
+        H = h.double().T.cpu().numpy()
+        Wn = W.double().cpu().numpy()
+        check = float((logits.double() - (h.double() @ W.double().T)).abs().max())
+    L = Wn @ H
+    return {"H": H, "W": Wn, "L": L, "losses": losses, "seconds": np.array(seconds),
+            "readout_error": np.array(check), "final_ce": np.array(cross_entropy(data.pi, data.P, L))}
