@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -882,10 +881,3 @@ def lemma_c18_estimates(model, histories, v, target, m: int, n_paths: int, seed:
                 delta += float(((L0 - lin) ** 2).sum()) / (n_paths * m)
     return {"S1": S["random"], "S2": S["truth"], "delta": delta, "measured_kl": float(kl.mean()),
             "v_norm_sq": float(v @ v)}
-
-
-def timed(fn, *args, **kwargs):
-    """(result, seconds) of one call."""
-    t = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t

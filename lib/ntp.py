@@ -48,11 +48,13 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Iterable, Sequence
 
 import numpy as np
+import scipy.special
 
 from .book.device import torch_threads
 
@@ -183,10 +185,7 @@ def word_stream(documents: Iterable[str]) -> tuple[list[np.ndarray], list[str]]:
     for d in documents:
         words = ["." if w[0] == "." else w for w in _WORD.findall(d.lower())]
         docs.append([w for i, w in enumerate(words) if not (w == "." and i and words[i - 1] == ".")])
-    counts: dict[str, int] = {}
-    for words in docs:
-        for w in words:
-            counts[w] = counts.get(w, 0) + 1
+    counts = Counter(w for words in docs for w in words)
     vocab = sorted(counts, key=lambda w: (-counts[w], w))
     index = {w: i for i, w in enumerate(vocab)}
     return [np.fromiter((index[w] for w in words), dtype=np.int64, count=len(words)) for words in docs], vocab
@@ -307,23 +306,17 @@ def synthetic_data(V: int, m: int, k: int, n: int | None = None, alpha: float = 
 
 def log_softmax(L) -> np.ndarray:
     """Column-wise log softmax of logits L (V × m)."""
-    L = np.asarray(L, dtype=np.float64)
-    Z = L - L.max(0, keepdims=True)
-    return Z - np.log(np.exp(Z).sum(0, keepdims=True))
+    return scipy.special.log_softmax(np.asarray(L, dtype=np.float64), axis=0)
 
 
 def softmax(L) -> np.ndarray:
     return np.exp(log_softmax(L))
 
 
-def _xlogy(p, q):
-    return np.where(p > 0, p * np.log(np.where(p > 0, q, 1.0)), 0.0)
-
-
 def entropy_lower_bound(pi, P) -> float:
     """H = −Σ_j π̂_j Σ_{z∈S_j} p̂_{j,z} log p̂_{j,z} (slide "Entropy Lower-bound"), P of shape V × m."""
     pi, P = check_distribution(pi, P)
-    return float(-(pi * _xlogy(P, P).sum(0)).sum())
+    return float(-(pi * scipy.special.xlogy(P, P).sum(0)).sum())
 
 
 def cross_entropy(pi, P, L, per_context: bool = False):
