@@ -58,6 +58,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .book.tables import Raw, markdown_table, md_escape  # noqa: F401  (Raw, markdown_table: used by chapters as em.*)
 from .text.ngrams import count_ngrams
 
 RANDOMIZED_ABOVE = 5000      # the paper's rule: randomized SVD when min(shape) > 5000
@@ -590,34 +591,10 @@ def context_snippets(tokens, doc_offsets, em: EmpiricalModes, alpha: int, n_snip
     return SnippetSearch(xi, chosen, used, len(found), snippets)
 
 
-def _md_escape(text: str) -> str:
-    """Escape every ASCII punctuation character (CommonMark backslash escapes), so that a token
-    such as '|', '*', '`' or '$' shows literally inside a MyST table."""
-    return "".join("\\" + ch if (ch.isascii() and not ch.isalnum() and ch not in " \t") else ch for ch in text)
-
-
 def token_label(tokenizer, seq) -> str:
     """A token sequence as readable text (spaces '␣', newlines '↵'; ``Tokenizer.token_strings``),
     tokens separated by a thin '·' when there are several."""
     return "·".join(tokenizer.token_strings(np.asarray(seq).ravel()))
-
-
-def markdown_table(headers, rows, align=None) -> str:
-    """A MyST/GFM table; cells are escaped with :func:`_md_escape` unless given as ``Raw``."""
-    def cell(v):
-        if isinstance(v, Raw):
-            return str(v)
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return _md_escape(str(v))
-    align = align or ["---"] * len(headers)
-    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-class Raw(str):
-    """A table cell that is already Markdown (not escaped)."""
 
 
 def component_table(em: EmpiricalModes, alpha: int, tokenizer, n_top: int = 8, tie_rtol: float = 1e-2) -> str:
@@ -650,8 +627,8 @@ def snippets_markdown(search: SnippetSearch, tokenizer, counts: SequenceCounts) 
     continuation in ⟨ ⟩ (the fence is longer than any run of backticks or tildes in the text)."""
     x = token_label(tokenizer, counts.prefixes[search.x_index])
     ys = ", ".join(token_label(tokenizer, counts.suffixes[i]) for i in search.y_indices[:6])
-    head = (f"Leading history x = “{_md_escape(x)}”; continuations within {100 * search.relative_cut:.0f}% of the "
-            f"top loading: {_md_escape(ys)}{' …' if len(search.y_indices) > 6 else ''}; "
+    head = (f"Leading history x = “{md_escape(x)}”; continuations within {100 * search.relative_cut:.0f}% of the "
+            f"top loading: {md_escape(ys)}{' …' if len(search.y_indices) > 6 else ''}; "
             f"{search.n_occurrences} occurrences in the corpus.")
     if not search.snippets:
         return head + " No occurrence found."

@@ -29,7 +29,6 @@ import json
 import os
 import pickle
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -105,7 +104,9 @@ def _payload_files(directory: Path) -> list[Path]:
 
 
 def _log(message: str) -> None:
-    print(f"[cache] {message}", file=sys.stderr, flush=True)
+    from .progress import log_stream
+
+    print(f"[cache] {message}", file=log_stream(), flush=True)
 
 
 class Entry:

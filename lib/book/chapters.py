@@ -404,6 +404,53 @@ def written_records(notebook_path: Path) -> tuple[set[str], list[re.Pattern], li
     return names, patterns, decided
 
 
+HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*$")
+
+
+def heading_slug(title: str) -> str:
+    """The anchor MyST gives a heading (``myst_heading_anchors``), so links can point at it."""
+    from myst_parser.mdit_to_docutils.base import default_slugify
+
+    return default_slugify(title)
+
+
+def claim_sections(chapter: Chapter) -> dict[str, tuple[str, str]]:
+    """Where each claim of ``chapter`` is measured: ``{claim id: (section title, anchor)}``.
+
+    The section is the heading (levels 1-3) above the first code cell that records the
+    claim's value (a literal record name, or an f-string name whose pattern matches it).
+    Claims whose record is written nowhere in the notebook are left out.
+    """
+    wanted = {c.id: c.record for c in chapter.claims}
+    found: dict[str, tuple[str, str]] = {}
+    section = chapter.title
+    for cell in read_notebook(REPO_ROOT / chapter.path).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                match = HEADING.match(line)
+                if match:
+                    section = match.group(2)
+            continue
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Call) and node.args and _callee(node) == "record"):
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                matches = lambda name, v=first.value: name == v  # noqa: E731
+            elif isinstance(first, ast.JoinedStr):
+                parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in first.values]
+                matches = re.compile("".join(parts)).fullmatch
+            else:
+                continue
+            for claim_id, name in wanted.items():
+                if claim_id not in found and matches(name):
+                    found[claim_id] = (section, heading_slug(section))
+    return found
+
+
 def _callee(call: ast.Call) -> str | None:
     func = call.func
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None

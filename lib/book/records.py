@@ -110,28 +110,41 @@ def record_meta(**items: Any) -> None:
     _write()
 
 
-def figure_png(fig, dpi: int = 120) -> bytes:
+def figure_png(fig, dpi: int | None = None) -> bytes:
     """The figure rendered to PNG bytes (independent of the matplotlib backend in use)."""
-    import io
+    from .figures import DPI, render
 
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    return buffer.getvalue()
+    return render(fig, dpi or DPI)[0]
 
 
 def show_figure(name: str, fig) -> None:
     """Glue a matplotlib figure under ``name`` (shown by ``{glue:figure}``) and close it.
 
     The figure is glued as a PNG image, so it renders whatever the backend (a kernel
-    started with ``MPLBACKEND=Agg`` has no inline image formatter for figures).
+    started with ``MPLBACKEND=Agg`` has no inline image formatter for figures). How legible
+    it is at the page's width (:mod:`lib.book.figures`) goes into the chapter's record under
+    ``meta["figures"][name]``, which the book's tests hold to the body text's size; a figure
+    below it is reported here with a warning naming its smallest texts.
     """
+    import warnings
+
     import matplotlib.pyplot as plt
 
+    from .figures import render
+
+    png, seen = render(fig)
+    figures = dict(_state["meta"].get("figures", {}))
+    figures[name] = {"width_px": seen.width_px, "scale": round(seen.scale, 4),
+                     "smallest_px": round(seen.smallest_px, 2) if math.isfinite(seen.smallest_px) else None,
+                     "smallest_text": seen.smallest_text[:60], "small": len(seen.small)}
+    record_meta(figures=figures)
+    if not seen.ok:
+        warnings.warn(seen.message(name), stacklevel=2)
     if _in_kernel():
         from IPython.display import Image
         from myst_nb import glue as nb_glue
 
-        nb_glue(name, Image(data=figure_png(fig), format="png"), display=False)
+        nb_glue(name, Image(data=png, format="png"), display=False)
     plt.close(fig)
 
 

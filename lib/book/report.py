@@ -66,23 +66,51 @@ def counts(results: list[Result]) -> dict[str, dict[str, int]]:
             for kind in KINDS}
 
 
-def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None) -> str:
-    """A MyST table, verdict first: verdict, id, claim, source, paper value, ours, check, chapter.
+def claim_links(built_from_notebooks: bool | None = None) -> dict[str, str]:
+    """A MyST link per claim to the section of its chapter where its value is measured.
+
+    The link names the chapter's source file, which is the executed notebook
+    (``.ipynb``) when the book is built by ``lowrank-book`` (whose runner sets
+    ``$BOOK_RECORDS_DIR``), and the chapter's own source when Jupyter Book executes the
+    sources itself. Anchors are MyST heading anchors, so a wrong one fails the build.
+    """
+    import os
+
+    from .chapters import chapters, claim_sections
+    from .records import RECORDS_ENV
+
+    if built_from_notebooks is None:
+        built_from_notebooks = bool(os.environ.get(RECORDS_ENV))
+    links = {}
+    for chapter in chapters().values():
+        page = chapter.path.rsplit(".", 1)[0]
+        target = f"/{page}" + (".ipynb" if built_from_notebooks else "." + chapter.path.rsplit(".", 1)[1])
+        for claim_id, (title, slug) in claim_sections(chapter).items():
+            links[claim_id] = f"[{chapter.title} § {_cell(title).replace('[', '(').replace(']', ')')}]({target}#{slug})"
+    return links
+
+
+def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None,
+                   links: dict[str, str] | None = None) -> str:
+    """A MyST table that fits the page, verdict first: verdict, claim (statement, id and the
+    check that decides it), ours, paper, source, and where it is measured (``links``: a
+    link to the chapter's section, else ``chapter_docs``: the chapter's page).
 
     ``kind`` keeps the claims of one kind; failures and invalid values are listed first.
     """
     rows = [r for r in results if kind is None or r.claim.kind == kind]
     rows.sort(key=lambda r: r.status in ("pass", REPRODUCES, NOT_REPRODUCED))  # stable: problems first
-    lines = ["| verdict | id | claim | source | paper | ours | check | chapter |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| verdict | claim | ours | paper | source | measured in |",
+             "|---|---|---|---|---|---|"]
+    links = links or {}
     for r in rows:
         c = r.claim
         doc = chapter_docs.get(c.chapter)
-        link = f"{{doc}}`{c.chapter} <{doc}>`" if doc else c.chapter
+        where = links.get(c.id) or (f"{{doc}}`{c.chapter} <{doc}>`" if doc else c.chapter)
         verdict = f"**{r.status}**" if not r.ok else r.status
+        claim = f"{c.statement} <br>`{c.id}`: {c.check.describe()}"
         lines.append("| " + " | ".join(_cell(x) for x in (
-            verdict, f"`{c.id}`", c.statement, c.source, c.paper_value or "—", _fmt(r.value),
-            c.check.describe(), link)) + " |")
+            verdict, claim, _fmt(r.value), c.paper_value or "—", c.source, where)) + " |")
     return "\n".join(lines)
 
 

@@ -34,6 +34,7 @@ from .. import REPO_ROOT
 from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
 from .claims import Result, evaluate
 from .pages import executed_path
+from .progress import TERMINAL_ENV
 from .parameters import ParameterError, parameters_cell_values, suggest
 from .records import RECORDS_ENV, load_records, records_dir
 
@@ -171,8 +172,9 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
     rec_dir = (out_dir / "records") if out_dir else records_dir()
     notebook_out.parent.mkdir(parents=True, exist_ok=True)
     rec_dir.mkdir(parents=True, exist_ok=True)
-    env_before = {k: os.environ.get(k) for k in (RECORDS_ENV, "PYTHONPATH")}
+    env_before = {k: os.environ.get(k) for k in (RECORDS_ENV, "PYTHONPATH", TERMINAL_ENV)}
     os.environ[RECORDS_ENV] = str(rec_dir)
+    os.environ[TERMINAL_ENV] = "1"  # progress bars and cache messages to this terminal, not the page
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env_before["PYTHONPATH"]]))
     start = time.perf_counter()
     try:

@@ -129,3 +129,25 @@ def test_concurrent_producers_compute_once(root):
              for _ in range(2)]
     outs = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert outs == ["42", "42"] and marker.read_text() == "x"
+
+
+def test_messages_go_to_the_terminal_under_the_runner_and_to_stderr_otherwise(monkeypatch, capsys):
+    """The rendered page keeps no housekeeping: under lib.book.runner (its environment
+    variable set) cache messages and progress bars go to the process's own stderr."""
+    import io
+    import sys
+
+    from lib.book import progress
+    from lib.book.cache import _log
+
+    terminal = io.StringIO()
+    monkeypatch.setattr(sys, "__stderr__", terminal)
+    monkeypatch.delenv(progress.TERMINAL_ENV, raising=False)
+    _log("in a notebook")
+    assert "in a notebook" in capsys.readouterr().err and terminal.getvalue() == ""
+    monkeypatch.setenv(progress.TERMINAL_ENV, "1")
+    _log("under the runner")
+    for _ in progress.progress(range(3), desc="bar"):
+        pass
+    assert capsys.readouterr().err == ""
+    assert "under the runner" in terminal.getvalue() and "bar" in terminal.getvalue()

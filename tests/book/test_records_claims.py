@@ -154,3 +154,39 @@ def test_labels_are_unique_across_the_book():
         for label in labels:
             assert label not in seen, f"label {label!r} is defined in both {seen[label]} and {page}"
             seen[label] = page
+
+
+def test_every_claim_links_to_the_section_that_measures_it():
+    """Each claim's link names its chapter's file and the heading above the cell that records it."""
+    from lib.book import report
+    from lib.book.chapters import chapters, claim_sections, heading_slug
+
+    links = report.claim_links(built_from_notebooks=True)
+    every = [c for ch in chapters().values() for c in ch.claims]
+    assert {c.id for c in every} == set(links), "a claim whose record is written in no code cell has no link"
+    modes = chapters()["modes"]
+    sections = claim_sections(modes)
+    title, slug = sections["modes.planted-sigma"]
+    assert title.startswith("Planted bigrams") and slug == heading_slug(title)
+    assert links["modes.planted-sigma"].endswith(f"(/chapters/modes.ipynb#{slug})")
+    assert report.claim_links(built_from_notebooks=False)["modes.planted-sigma"].endswith(f"(/chapters/modes.md#{slug})")
+    assert heading_slug("Theorem 4.3, first direction: an ISAN") == "theorem-43-first-direction-an-isan"
+
+
+def test_claim_sections_follow_the_heading_above_the_record(tmp_path, monkeypatch):
+    """Moving a record under another heading moves its link; a record written nowhere has none."""
+    from lib.book import chapters as chapters_mod
+    from lib.book.claims import Check, Claim
+
+    nb = tmp_path / "toy.md"
+    nb.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+                  "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n# Toy\n\n## First\n\n"
+                  "```{code-cell} ipython3\nrecord('a', 1, claim='toy.a')\n```\n\n## Second part\n\n"
+                  "```{code-cell} ipython3\nfor i in range(2):\n    record(f'b_{i}', i)\n```\n")
+    monkeypatch.setattr(chapters_mod, "REPO_ROOT", tmp_path)
+    claim = lambda cid, rec: Claim(cid, "toy", "s", "src", rec, Check.from_declaration({"at_most": 1}))  # noqa: E731
+    toy = chapters_mod.Chapter(id="toy", path="toy.md", declaration="toy.yml", title="Toy", budget_ci_s=1,
+                               params=(), presets={}, claims=(claim("toy.a", "a"), claim("toy.b", "b_1"),
+                                                              claim("toy.c", "c")), constraints=())
+    found = chapters_mod.claim_sections(toy)
+    assert found == {"toy.a": ("First", "first"), "toy.b": ("Second part", "second-part")}

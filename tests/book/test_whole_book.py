@@ -55,6 +55,20 @@ def test_claim_holds(executed_book, claim):
     assert result.ok, f"{claim.id} ({claim.kind}, {result.status}): {claim.statement} — ours {result.value!r}, check {claim.check.describe()}"
 
 
+def test_every_figure_is_legible_at_the_page_width(executed_book):
+    """Every text of every figure is at least the body text's size as the page shows it
+    (lib.book.figures: measured on the drawn PNG, recorded by show_figure)."""
+    from lib.book.figures import BODY_PX
+
+    seen = 0
+    for chapter, rec in executed_book.items():
+        for name, fig in rec["meta"].get("figures", {}).items():
+            seen += 1
+            assert fig["small"] == 0, f"{chapter}: figure {name!r} has {fig['small']} text(s) below {BODY_PX} px " \
+                                      f"(smallest {fig['smallest_text']!r} at {fig['smallest_px']} px)"
+    assert seen >= 30, f"only {seen} figures recorded"
+
+
 def test_html_has_every_chapter_and_the_report(executed_book):
     assert (HTML_DIR / "index.html").is_file()
     intro = (HTML_DIR / "chapters" / "intro.html").read_text()
