@@ -10,7 +10,8 @@ The modules, by role:
 * chapters and their parameters: :mod:`.chapters` (each chapter's declaration beside its
   notebook, discovered from ``_toc.yml``), :mod:`.parameters` (types, bounds, allowed values),
   :mod:`.chapter_setup` (the first cell's :func:`setup`);
-* results: :mod:`.records` (``record(name, value)``: glued for the text, written as JSON),
+* results: :mod:`.records` (``record(name, value)``: glued for the text, written as JSON;
+  ``show_figure``), :mod:`.figures` (legible at the page's width), :mod:`.tables` (Markdown tables),
   :mod:`.claims` (checks that decide a claim from a record), :mod:`.report` (the
   reproduction report's tables);
 * running and building: :mod:`.runner` (check, execute with papermill, decide claims),
@@ -20,6 +21,8 @@ The modules, by role:
   (benchmarks only).
 """
 from .chapter_setup import setup
+from .figures import panels
 from .records import record, record_meta, show_figure
+from .tables import table
 
-__all__ = ["record", "record_meta", "setup", "show_figure"]
+__all__ = ["panels", "record", "record_meta", "setup", "show_figure", "table"]

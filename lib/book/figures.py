@@ -102,12 +102,13 @@ def legibility(fig, dpi: int = DPI) -> Legibility:
     return render(fig, dpi)[1]
 
 
-def panels(n: int, *, ncols: int = 2, panel: tuple[float, float] = (4.0, 3.2), **kwargs):
+def panels(n: int, *, ncols: int = 2, panel: tuple[float, float] = (3.1, 2.8), **kwargs):
     """``plt.subplots`` for ``n`` panels in rows of at most ``ncols``, each ``panel`` inches.
 
     Unused cells of the last row are removed. Returns (fig, axes) with ``axes`` a flat list
     of the ``n`` axes. ``kwargs`` go to ``plt.subplots`` (``sharex``, ``sharey``, ...);
-    the layout is constrained unless given.
+    the layout is constrained unless given. The default panel puts two panels side by side
+    within the page's width at natural size (2 × 3.1 in at 120 dpi, with margins, < 756 px).
     """
     import matplotlib.pyplot as plt
 

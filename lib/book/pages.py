@@ -78,6 +78,8 @@ def prepare_mirror() -> Path:
     for extra in ("references.bib", "logo.png"):
         if (REPO_ROOT / extra).is_file():
             shutil.copy2(REPO_ROOT / extra, MIRROR_DIR / extra)
+    if (REPO_ROOT / "_static").is_dir():  # the book's style sheets (Jupyter Book includes every _static/*.css)
+        shutil.copytree(REPO_ROOT / "_static", MIRROR_DIR / "_static", dirs_exist_ok=True)
     return MIRROR_DIR
 
 

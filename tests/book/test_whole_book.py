@@ -74,10 +74,12 @@ def test_html_has_every_chapter_and_the_report(executed_book):
     intro = (HTML_DIR / "chapters" / "intro.html").read_text()
     assert "A miniature Pythia suite" in intro and "fig-training" in intro
     assert intro.count("<img") >= 2 and "&lt;Figure size" not in intro  # figures render as images
+    assert "_static/book.css" in intro and (HTML_DIR / "_static" / "book.css").is_file()  # readable captions
     report = (HTML_DIR / "chapters" / "appendix" / "report.html").read_text()
     for claim in CLAIMS:
         assert claim.id in report, claim.id
     assert "not run</strong>" not in report and "<strong>fail</strong>" not in report
+    assert 'href="../modes.html#' in report  # claims link to the section that measures them
     assert "<strong>invalid</strong>" not in report
 
 
