@@ -3,7 +3,7 @@
 A pandas DataFrame rendered as HTML keeps every float's full precision, breaks long values
 mid-number at the page's edge and shows missing values as ``NaN``. :func:`table` renders
 the same rows as a MyST table instead: floats to ``digits`` significant digits (``2.22e-16``,
-never split), integers with thousands separators, missing values (None, NaN) as ``—``, and
+never split), integers (and whole floats) with thousands separators, missing values (None, NaN) as ``—``, and
 text escaped so that ``|``, ``*`` or ``$`` show literally (a :class:`Raw` cell is kept as
 Markdown).
 """
@@ -39,7 +39,11 @@ def format_cell(value: Any, digits: int = 4) -> str:
         return f"{value:,}"
     if isinstance(value, Real):
         value = float(value)
-        return MISSING if math.isnan(value) else f"{value:.{digits}g}"  # digits, ".", "e", "-": inert in a cell
+        if math.isnan(value):
+            return MISSING
+        if value.is_integer() and abs(value) < 1e15:  # a count held as a float: shown whole, like an int
+            return f"{int(value):,}"
+        return f"{value:.{digits}g}"  # digits, ".", "e", "-": inert in a table cell
     if isinstance(value, (list, tuple)):
         return ", ".join(format_cell(v, digits) for v in value)
     return md_escape(str(value))

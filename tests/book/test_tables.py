@@ -12,6 +12,7 @@ def test_cells_are_formatted_for_a_reader():
     assert format_cell(np.float64(0.123456789)) == "0.1235" and format_cell(np.int64(1234567)) == "1,234,567"
     assert format_cell(True) == "yes" and format_cell("a|b") == "a\\|b" and format_cell(Raw("**b**")) == "**b**"
     assert format_cell([1, 2.5]) == "1, 2.5"
+    assert format_cell(106800.0) == "106,800" and format_cell(106800.5, digits=3) == "1.07e+05"
 
 
 def test_a_long_float_would_otherwise_show_all_its_digits():
