@@ -81,6 +81,31 @@ class SolverError(RuntimeError):
 # Data
 # --------------------------------------------------------------------------------------
 
+def check_settings(*, vocab: int, d_scan, small_d, lambdas) -> list[float]:
+    """Check the chapter's list parameters before any work; returns the λ path as floats.
+
+    ``d_scan`` and ``small_d``: non-empty lists of positive integers, ``small_d`` below V
+    (the open question is d < V); ``lambdas``: at least three positive, strictly decreasing
+    ridge strengths that include 100 × the smallest (the path's claims compare the two).
+    Raises :class:`NTPError` naming the parameter, what is allowed and what was given.
+    """
+    for name, values in (("d_scan", d_scan), ("small_d", small_d)):
+        if not values or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in values):
+            raise NTPError(f"parameter '{name}' must be a non-empty list of positive integers; got {values!r}")
+    if any(d >= vocab for d in small_d):
+        raise NTPError(f"parameter 'small_d' must hold widths below V = vocab = {vocab}; got {small_d!r}")
+    try:
+        lams = [float(x) for x in lambdas]
+    except (TypeError, ValueError):
+        raise NTPError(f"parameter 'lambdas' must be a list of numbers; got {lambdas!r}") from None
+    if len(lams) < 3 or any(not (x > 0) for x in lams) or any(b >= a for a, b in zip(lams, lams[1:])):
+        raise NTPError(f"parameter 'lambdas' must be at least three positive, strictly decreasing numbers; got {lambdas!r}")
+    if not any(abs(x / (100 * lams[-1]) - 1) < 1e-9 for x in lams):
+        raise NTPError(f"parameter 'lambdas' must contain 100 × its smallest value ({100 * lams[-1]:g}; the path's "
+                       f"claims compare the two); got {lambdas!r}")
+    return lams
+
+
 def check_distribution(pi, P, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
     """Validate (π̂, P): π̂ ∈ Δ^m, every column of P ∈ Δ^V, no empty support. Returns float64 copies."""
     pi = np.asarray(pi, dtype=np.float64)

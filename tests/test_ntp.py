@@ -221,3 +221,22 @@ def test_transformer_readout_gives_the_model_logits():
     assert out["losses"][-1] < out["losses"][0]
     with pytest.raises(ntp.NTPError, match="contexts"):
         ntp.train_transformer(ntp.synthetic_data(V=4, m=3, k=2), hidden=8, layers=1, steps=1)
+
+
+def test_check_settings_accepts_the_presets_and_refuses_bad_lists():
+    from lib.book.chapters import chapters
+
+    for profile, preset in chapters()["ntp"].presets.items():
+        lams = ntp.check_settings(vocab=preset["vocab"], d_scan=preset["d_scan"], small_d=preset["small_d"],
+                                  lambdas=preset["lambdas"])
+        assert lams == [float(x) for x in preset["lambdas"]], profile
+    good = dict(vocab=40, d_scan=[2, 5], small_d=[2, 4], lambdas=[1e-2, 1e-3, 1e-4])
+    for change, message in (({"d_scan": []}, "'d_scan' must be a non-empty list of positive integers"),
+                            ({"d_scan": [2, 1.5]}, "'d_scan'"), ({"small_d": [0]}, "'small_d'"),
+                            ({"small_d": [40]}, "below V = vocab = 40"),
+                            ({"lambdas": [1e-2, 1e-3]}, "at least three"),
+                            ({"lambdas": [1e-4, 1e-3, 1e-2]}, "strictly decreasing"),
+                            ({"lambdas": [1e-2, 1e-3, 5e-4]}, "must contain 100 × its smallest value"),
+                            ({"lambdas": ["a", 1, 2]}, "a list of numbers")):
+        with pytest.raises(ntp.NTPError, match=message):
+            ntp.check_settings(**{**good, **change})

@@ -119,17 +119,26 @@ def _tokenizer_exists(spec: str) -> str | None:
     return f"not 'byte', 'bpe:...' or 'hf:...', and no such folder: {str(Path(spec).expanduser().resolve())!r}"
 
 
-def text_params() -> tuple[Param, ...]:
-    """The parameter group ``text``: the corpus a chapter reads, its size cap and its tokenizer.
+def corpus_params() -> tuple[Param, ...]:
+    """The parameter group ``corpus``: the corpus a chapter reads and its size cap.
 
-    The spec syntax is checked with each value; whether a local corpus or tokenizer path
-    exists is checked before a run (:meth:`Param.preflight`), never the network."""
+    The spec syntax is checked with each value; whether a local corpus exists is checked
+    before a run (:meth:`Param.preflight`), never the network."""
     return (
         Param("corpus", str, None, "'default' (offline Python documentation), a local path, or 'hf:<dataset>'",
               allow_none=True, forms="'default', a local .txt/.md file or folder, or 'hf:<dataset>'",
               validate=_hub_name, requires=_corpus_exists),
         Param("max_corpus_mb", float, None, "read at most this many MB of a streamed corpus",
               minimum=0.01, allow_none=True),
+    )
+
+
+def text_params() -> tuple[Param, ...]:
+    """The parameter group ``text``: the group ``corpus`` and the tokenizer that reads it.
+
+    As for the corpus, the tokenizer's spec syntax is checked with each value and a local
+    tokenizer folder's existence before a run."""
+    return corpus_params() + (
         Param("tokenizer", str, None, "'bpe:<vocab size>', 'byte', or 'hf:<name or path>'", allow_none=True,
               forms=f"'byte', 'bpe:<vocab size {BPE_VOCAB[0]}..{BPE_VOCAB[1]}>', 'hf:<hub name or path>' "
                     "or a local tokenizer folder",
@@ -138,7 +147,7 @@ def text_params() -> tuple[Param, ...]:
 
 
 # Groups of parameters that several chapters share; a declaration lists the ones it uses.
-PARAMETER_GROUPS = {"text": text_params}
+PARAMETER_GROUPS = {"corpus": corpus_params, "text": text_params}
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
