@@ -56,3 +56,20 @@ def book_suite(profile: str = "ci", seed: int = 0, device="auto"):
                              context_length=p["context_length"], train_steps=p["train_steps"],
                              batch_size=p["batch_size"], seed=seed, device=device)
     return suite, tok, train, held
+
+
+def training_windows(stream, n: int, context: int, seed: int):
+    """``n`` windows of ``context`` tokens from a token stream, at uniformly drawn starts.
+
+    The windows on which the chapters "Learning coefficients" and "LLC theorems" measure a
+    language model's loss L_n (a (n, context) int64 tensor): starts drawn with
+    ``numpy.random.default_rng(seed).integers(0, len − context − 1, n)``.
+    """
+    import numpy as np
+    import torch
+
+    tokens = np.asarray(stream.tokens if hasattr(stream, "tokens") else stream)
+    if tokens.shape[0] <= context + 1:
+        raise ValueError(f"the stream has {tokens.shape[0]} tokens, too few for windows of {context}")
+    starts = np.random.default_rng(seed).integers(0, tokens.shape[0] - context - 1, size=n)
+    return torch.as_tensor(np.stack([tokens[s:s + context] for s in starts]).astype(np.int64))
