@@ -10,8 +10,8 @@ tokens), k = 50 columns per future (selected once beforehand, not timed). Both s
 return the mean-centred logits of the same columns:
 
 * ours      ``logits.extended_logit_matrix``: each history encoded once, its key/value cache
-            reused for all futures (histories of equal length batched), the head evaluated
-            only at the selected columns;
+            reused for all futures (histories of unequal lengths batched with left-padded
+            caches, futures batched by length), the head evaluated only at the selected columns;
 * baseline  ``logits.naive_extended_logit_matrix``: every h∘f sorted by length, batched,
             right-padded, one forward pass each, log-softmax over the vocabulary at the
             last real position, centred, the same columns picked.

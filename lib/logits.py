@@ -20,10 +20,13 @@ What is here:
   :class:`lib.models.causal_lm.CausalLM` (or a hub / local name, loaded offline-aware), or any
   *oracle*, a callable context -> next-token log-probabilities or logits (as the ISANs of
   :mod:`lib.isan`). For a transformer each history is encoded once and its key/value cache
-  reused for all its futures (histories of equal token length batched together, futures
-  right-padded: under causal attention a padding token after the last real token is never
-  attended to by it, so no mask is needed), chunked to a memory budget, resumable, and split
-  over ``torch.distributed`` ranks when launched that way.
+  reused for all its futures: histories sorted by length share a block, their caches
+  left-padded to the longest with an attention mask and position ids that give every entry
+  of its unpadded pass (where the model's cache is a plain ``DynamicCache``; otherwise only
+  histories of equal length share a block); futures batched by length and right-padded
+  (under causal attention a padding token after the last real token is never attended to by
+  it); the head evaluated only at the selected columns. Chunked to a memory budget,
+  resumable, and split over ``torch.distributed`` ranks when launched that way.
   :func:`naive_extended_logit_matrix` is the reference: one forward pass of every h∘f.
 * :func:`sample_spans` — histories and futures from documents as App. A.1.1 (characters) or
   A.3 (tokens).
@@ -227,11 +230,18 @@ def select_columns(model, futures, k: int, how: str = "top", seed: int = 0) -> n
 # the extended logit matrix
 # ---------------------------------------------------------------------------
 
-def _blocks(histories, rows_per_block: int) -> list[list[int]]:
-    """Histories grouped by token length (equal lengths share one batched pass), cut into blocks."""
+def _blocks(histories, rows_per_block: int, padded: bool = False) -> list[list[int]]:
+    """Histories cut into blocks of at most ``rows_per_block``, sorted by token length.
+
+    ``padded=False``: only histories of equal length share a block (one unpadded batched pass);
+    ``padded=True``: consecutive histories in length order share a block whatever their lengths
+    (their key/value caches are left-padded to the longest, see :func:`_block_rows`)."""
+    order = sorted(range(len(histories)), key=lambda i: (len(histories[i]), i))
+    if padded:
+        return [order[a:a + rows_per_block] for a in range(0, len(order), rows_per_block)]
     by_len: dict[int, list[int]] = {}
-    for i, h in enumerate(histories):
-        by_len.setdefault(len(h), []).append(i)
+    for i in order:
+        by_len.setdefault(len(histories[i]), []).append(i)
     blocks = []
     for L in sorted(by_len):
         ids = by_len[L]
@@ -239,66 +249,190 @@ def _blocks(histories, rows_per_block: int) -> list[list[int]]:
     return blocks
 
 
+def _plain_kv_cache(cache) -> bool:
+    """Whether ``cache`` is a plain ``DynamicCache`` of ``DynamicLayer`` s holding (batch, heads, length,
+    head_dim) keys and values: then histories of unequal lengths can share a pass, their caches
+    left-padded (:func:`_block_rows`). Other caches (sliding windows, quantised, state-space, legacy
+    tuples) keep the equal-length path."""
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:  # pragma: no cover - very old transformers
+        return False
+    return (type(cache) is DynamicCache and len(cache.layers) > 0
+            and all(type(layer) is DynamicLayer and getattr(layer, "keys", None) is not None
+                    and layer.keys.ndim == 4 and layer.values.ndim == 4 for layer in cache.layers))
+
+
+def _padding_supported(model) -> bool:
+    """Probe once per model: a plain key/value cache, and left-padded histories that give the same
+    entries as unpadded ones on a two-history example (so a backbone that ignored the attention
+    mask or the position ids would be caught, not trusted)."""
+    key = "_lib_logits_padding_supported"
+    known = getattr(model, key, None)
+    if known is not None:
+        return known
+    backbone, _ = _lm_parts(model)
+    ok = False
+    try:
+        with torch.inference_mode():
+            enc = backbone(input_ids=torch.zeros(1, 2, dtype=torch.long, device=model.device), use_cache=True)
+        if _plain_kv_cache(enc.past_key_values):
+            a, b = 1 % model.vocab_size, 2 % model.vocab_size
+            hs, fs = [(a,), (b, a, b)], [(b,), (a, b)]
+            padded = _block_rows(model, hs, fs, [0, 1], None, True, 10 ** 6)
+            alone = np.vstack([_block_rows(model, hs, fs, [i], None, True, 10 ** 6) for i in (0, 1)])
+            ok = bool(np.isfinite(padded).all() and np.abs(padded - alone).max() <= 1e-4)
+    except (TypeError, ValueError, RuntimeError, AttributeError, IndexError):
+        ok = False
+    try:
+        setattr(model, key, ok)
+    except AttributeError:  # pragma: no cover - a frozen wrapper
+        pass
+    return ok
+
+
+def _shared_history_cache(kv, B: int):
+    """A ``DynamicCache`` whose row g·B + r holds the keys and values ``kv`` of history g (G rows), for
+    B futures per history, written once per layer straight into the concatenation the attention
+    reads (no repeated copy of the history's cache before it)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    class _SharedHistoryLayer(DynamicLayer):
+        def update(self, key_states, value_states, *args, **kwargs):
+            out = []
+            for past, new in ((self.keys, key_states), (self.values, value_states)):
+                G, L = past.shape[0], past.shape[-2]
+                buf = new.new_empty((G, B) + new.shape[1:-2] + (L + new.shape[-2], new.shape[-1]))
+                buf[..., :L, :] = past[:, None]                                   # broadcast over B futures
+                buf[..., L:, :] = new.view((G, B) + new.shape[1:])
+                out.append(buf.view((G * B,) + buf.shape[2:]))
+            self.keys, self.values = out
+            return self.keys, self.values
+
+    cache = DynamicCache()
+    cache.layers = []
+    for K, Vv in kv:
+        layer = _SharedHistoryLayer()
+        layer.lazy_initialization(K, Vv)
+        layer.keys, layer.values = K, Vv
+        cache.layers.append(layer)
+    return cache
+
+
+def _future_batches(lengths: Sequence[int], order: Sequence[int], G: int, L: int, batch_tokens: int,
+                    slack: float = 0.1) -> list[list[int]]:
+    """Futures (``order``: indices sorted by length) cut into passes of G·B·(L + T_max) ≤ ``batch_tokens``
+    tokens (L: the history length, T_max the longest future in the pass), at most ``slack`` of the
+    future tokens right padding."""
+    batches, cur, real = [], [], 0
+    for j in order:
+        T = lengths[j]                       # ≥ every length in cur (sorted)
+        if cur and (G * (len(cur) + 1) * (L + T) > batch_tokens or (len(cur) + 1) * T > (1 + slack) * (real + T)):
+            batches.append(cur)
+            cur, real = [], 0
+        cur.append(j)
+        real += T
+    if cur:
+        batches.append(cur)
+    return batches
+
+
 def _block_rows(model, histories, futures, idx, cols, centered, batch_tokens) -> np.ndarray:
-    """Rows ``idx`` (histories of one token length) of the matrix, by history reuse."""
+    """Rows ``idx`` of the matrix, by history reuse.
+
+    The histories of the block are encoded once (equal lengths in one unpadded pass each). If
+    they differ in length, their key/value caches are left-padded with zeros to the longest,
+    L_max, and every pass over futures gets an attention mask hiding the padding and position
+    ids counting from each history's own length, so each h∘f sees exactly the keys, values and
+    positions of its unpadded forward pass. Futures are batched by length (right padding is never
+    attended to by the last real token under causal attention); row g·B + r of a pass is future r
+    after history g."""
     backbone, head = _lm_parts(model)
     G, nF = len(idx), len(futures)
     width = cols.shape[1] if cols is not None else model.vocab_size
-    out = np.empty((G, nF * width), dtype=np.float32)
+    out = np.empty((G, nF, width), dtype=np.float32)
     dev = model.device
-    h_ids = torch.tensor([histories[i] for i in idx], dtype=torch.long, device=dev)
-    order = sorted(range(nF), key=lambda j: len(futures[j]))
+    lens = [len(histories[i]) for i in idx]
+    Lmax = max(lens)
+    f_len = [len(f) for f in futures]
+    order = sorted(range(nF), key=lambda j: (f_len[j], j))
     with torch.inference_mode():
-        enc = backbone(input_ids=h_ids, use_cache=True)
-        cache, h_last = enc.past_key_values, enc.last_hidden_state[:, -1]   # (G, d)
-        Lh = h_ids.shape[1]
+        if len(set(lens)) == 1:
+            enc = backbone(input_ids=torch.tensor([histories[i] for i in idx], dtype=torch.long, device=dev),
+                           use_cache=True)
+            cache, h_last, kv = enc.past_key_values, enc.last_hidden_state[:, -1], None
+            if _plain_kv_cache(cache):
+                kv = [(layer.keys, layer.values) for layer in cache.layers]
+        else:  # left-padded caches of unequal lengths (only when _padding_supported)
+            parts: dict[int, list[int]] = {}
+            for r, L in enumerate(lens):
+                parts.setdefault(L, []).append(r)
+            kv, h_last = None, None
+            for L, rs in parts.items():
+                enc = backbone(input_ids=torch.tensor([histories[idx[r]] for r in rs], dtype=torch.long,
+                                                      device=dev), use_cache=True)
+                layers = enc.past_key_values.layers
+                if kv is None:
+                    kv = [(l.keys.new_zeros((G,) + l.keys.shape[1:-2] + (Lmax, l.keys.shape[-1])),
+                           l.values.new_zeros((G,) + l.values.shape[1:-2] + (Lmax, l.values.shape[-1])))
+                          for l in layers]
+                    h_last = enc.last_hidden_state.new_empty(G, enc.last_hidden_state.shape[-1])
+                rt = torch.tensor(rs, device=dev)
+                for (K, Vv), l in zip(kv, layers):
+                    K[rt, ..., Lmax - L:, :] = l.keys
+                    Vv[rt, ..., Lmax - L:, :] = l.values
+                h_last[rt] = enc.last_hidden_state[:, -1]
+            cache = None
+        lens_t = torch.tensor(lens, dtype=torch.long, device=dev)
+        keep = torch.arange(Lmax, device=dev)[None] >= (Lmax - lens_t)[:, None]     # (G, Lmax) real keys
 
         W = getattr(head, "weight", None)
         direct = centered and cols is not None and isinstance(head, torch.nn.Linear)
         if direct:  # centred logits need no softmax: L[z] = (W_z − W̄)·x + (b_z − b̄) (Def 2.1)
             Wc = (W - W.mean(0, keepdim=True)).float()
             bc = (head.bias - head.bias.mean()).float() if head.bias is not None else None
+            cols_t = torch.from_numpy(cols).to(dev)
+        elif cols is not None:
+            cols_t = torch.from_numpy(cols).to(dev)
 
         def emit(js, hidden):  # hidden: (G, len(js), d)
+            jt = torch.tensor(js, device=dev)
             if direct:  # only the selected columns of the head
-                sel = torch.from_numpy(cols[js]).to(dev)                       # (B, k)
+                sel = cols_t[jt]                                                 # (B, k)
                 vals = torch.einsum("gbd,bkd->gbk", hidden.float(), Wc[sel])
                 if bc is not None:
                     vals = vals + bc[sel][None]
-                vals = vals.cpu().numpy()
-                for r, j in enumerate(js):
-                    out[:, j * width:(j + 1) * width] = vals[:, r]
-                return
-            logp = torch.log_softmax(head(hidden).float(), -1)
-            logp = _centre(logp, centered).cpu()
-            for r, j in enumerate(js):
-                blockvals = logp[:, r] if cols is None else logp[:, r, torch.from_numpy(cols[j])]
-                out[:, j * width:(j + 1) * width] = blockvals.numpy()
+            else:
+                vals = _centre(torch.log_softmax(head(hidden).float(), -1), centered)
+                if cols is not None:
+                    vals = torch.gather(vals, 2, cols_t[jt][None].expand(G, -1, -1))
+            out[:, js] = vals.cpu().numpy()
 
-        nulls = [j for j in order if len(futures[j]) == 0]
+        nulls = [j for j in order if f_len[j] == 0]
         if nulls:
             emit(nulls, h_last[:, None, :].expand(G, len(nulls), h_last.shape[-1]))
-        rest = [j for j in order if len(futures[j]) > 0]
-        i = 0
-        while i < len(rest):
-            Tf = len(futures[rest[min(len(rest) - 1, i)]])
-            b = max(1, batch_tokens // (G * (Lh + Tf)))
-            js = rest[i:i + b]
-            Tf = max(len(futures[j]) for j in js)
-            B = len(js)
+        rest = [j for j in order if f_len[j] > 0]
+        for js in _future_batches(f_len, rest, G, Lmax, batch_tokens):
+            B, Tf = len(js), max(f_len[j] for j in js)
             f_ids = torch.zeros(B, Tf, dtype=torch.long)
-            last = torch.empty(B, dtype=torch.long)
             for r, j in enumerate(js):
-                f_ids[r, :len(futures[j])] = torch.tensor(futures[j])
-                last[r] = len(futures[j]) - 1
-            c = copy.deepcopy(cache)
-            c.batch_repeat_interleave(B)          # history g's cache repeated for each of its B futures
-            ids = f_ids.repeat(G, 1).to(dev)      # row g·B + r: future r after history g
-            hid = backbone(input_ids=ids, past_key_values=c, use_cache=True).last_hidden_state
-            hid = hid.reshape(G, B, Tf, -1)[:, torch.arange(B), last.to(dev)]   # (G, B, d)
+                f_ids[r, :f_len[j]] = torch.tensor(futures[j])
+            last = torch.tensor([f_len[j] - 1 for j in js], device=dev)
+            ids = f_ids.to(dev).repeat(G, 1)                  # row g·B + r: future r after history g
+            kwargs = {}
+            if kv is not None:                                # plain cache: no deepcopy, no repeated copy
+                c = _shared_history_cache(kv, B)
+                if Lmax != min(lens):
+                    mask = torch.cat([keep, keep.new_ones(G, Tf)], 1).repeat_interleave(B, 0)
+                    kwargs = {"attention_mask": mask.long(),
+                              "position_ids": (lens_t[:, None] + torch.arange(Tf, device=dev)).repeat_interleave(B, 0)}
+            else:
+                c = copy.deepcopy(cache)
+                c.batch_repeat_interleave(B)                  # history g's cache repeated for each of its B futures
+            hid = backbone(input_ids=ids, past_key_values=c, use_cache=True, **kwargs).last_hidden_state
+            hid = hid.reshape(G, B, Tf, -1)[:, torch.arange(B, device=dev), last]   # (G, B, d)
             emit(js, hid)
-            i += B
-    return out
+    return out.reshape(G, nF * width)
 
 
 def _oracle_rows(oracle, histories, futures, idx, V, cols, centered) -> np.ndarray:
@@ -318,7 +452,8 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
                           columns=None, column_selection: str = "top", column_seed: int = 0,
                           alphabet_size: int | None = None, rows_per_block: int = 32,
                           batch_tokens: int = DEFAULT_BATCH_TOKENS, workdir: str | Path | None = None,
-                          progress: bool = False, distributed: bool = True, device="cpu") -> np.ndarray:
+                          progress: bool = False, distributed: bool = True, device="cpu",
+                          pad_histories: bool | None = None) -> np.ndarray:
     """The extended logit matrix L_M(H, F) of Def 2.2, or L_{M,k}(H, F) of §3.1 with ``k``.
 
     ``model``: a :class:`lib.models.causal_lm.CausalLM`, a model name or path (loaded with
@@ -333,9 +468,14 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
     (|F|, k) array of token ids, directly.
 
     A language model is run history by history with key/value-cache reuse (see the module
-    docstring); ``rows_per_block`` histories of equal length share a pass, a pass holds about
-    ``batch_tokens`` tokens. ``workdir``: finished blocks are saved there and skipped on a
-    rerun (resume). Under ``torchrun`` (``distributed=True``) each rank computes every
+    docstring); ``rows_per_block`` histories share a block, a pass over futures holds about
+    ``batch_tokens`` tokens (histories' and futures'). ``pad_histories``: histories of unequal
+    lengths share a block, their key/value caches left-padded (with an attention mask and
+    position ids, so every entry is that of the unpadded pass); None (the default) does so
+    where the model allows it (a plain ``DynamicCache``, and a probe on two histories that
+    checks padded against unpadded entries), False keeps blocks of equal lengths, True insists
+    (refused otherwise). ``workdir``: finished blocks are saved there and skipped on a rerun
+    (resume). Under ``torchrun`` (``distributed=True``) each rank computes every
     world-th block and the blocks are gathered, so every rank returns the whole matrix.
     Returns float32 for a language model, float64 for an oracle. Bad input (empty or too
     long sequences, k > |Σ|, a matrix that cannot fit in memory) is refused before any work.
@@ -368,8 +508,12 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
     if not lm:
         return _oracle_rows(model, histories, futures, list(range(len(histories))), V, cols, centered)
 
+    supported = _padding_supported(model) if pad_histories is not False else False
+    if pad_histories and not supported:
+        raise LogitsError(f"pad_histories=True needs a plain DynamicCache and a backbone honouring attention_mask "
+                          f"and position_ids; {type(model.model).__name__} fails that check (use None or False)")
     rank, world = process_group() if distributed else (0, 1)
-    blocks = _blocks(histories, rows_per_block)
+    blocks = _blocks(histories, rows_per_block, padded=supported)
     mine = [(b, idx) for b, idx in enumerate(blocks) if b % world == rank]
     wd = Path(workdir) if workdir is not None else None
     if wd is not None:
@@ -377,7 +521,8 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
     parts: dict[int, np.ndarray] = {}
     bar = progress_bar(desc="logit rows", total=sum(len(i) for _, i in mine), disable=not progress)
     for b, idx in mine:
-        path = wd / f"block-{b:06d}.npy" if wd is not None else None
+        layout = f"{'p' if supported else 'e'}{rows_per_block}"   # padded or equal-length blocks of this size
+        path = wd / f"block-{layout}-{b:06d}.npy" if wd is not None else None
         if path is not None and path.is_file():
             rows = np.load(path)
         else:

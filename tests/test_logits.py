@@ -57,6 +57,75 @@ def test_history_reuse_matches_one_pass_per_context(lm):
     assert np.abs(lp.reshape(11, 9, 40).sum(-1)).max() > 1.0
 
 
+def test_histories_of_unequal_lengths_share_a_pass(lm, monkeypatch):
+    """Left-padded history caches (attention mask, position ids) give the unpadded entries."""
+    rng = np.random.default_rng(7)
+    H, F = seqs(rng, 14, 1, 12), seqs(rng, 10, 0, 8)
+    F[4] = ()
+    assert lg._padding_supported(lm)
+    blocks = lg._blocks(H, 5, padded=True)
+    assert any(len({len(H[i]) for i in b}) > 1 for b in blocks)             # mixed lengths in one block
+    assert sorted(i for b in blocks for i in b) == list(range(14))
+    cols = lg.select_columns(lm, [f if f else (1,) for f in F], 6)
+    for kw in ({}, {"columns": cols}, {"centered": False}, {"columns": cols, "centered": False}):
+        padded = lg.extended_logit_matrix(lm, H, F, rows_per_block=5, batch_tokens=300, **kw)
+        equal = lg.extended_logit_matrix(lm, H, F, rows_per_block=5, batch_tokens=300, pad_histories=False, **kw)
+        naive = lg.naive_extended_logit_matrix(lm, H, F, columns=kw.get("columns"), centered=kw.get("centered", True))
+        assert np.abs(padded - equal).max() <= 1e-5
+        assert np.abs(padded - naive).max() <= 1e-5
+    # the comparison can fail: the histories of a block in another order give another matrix
+    swapped = [H[i] for i in np.roll(np.arange(14), 1)]
+    assert np.abs(lg.naive_extended_logit_matrix(lm, swapped, F) - lg.extended_logit_matrix(lm, H, F)).max() > 1e-2
+    # both the attention mask and the position ids are needed: without either the check fails
+    parts, ref = lg._lm_parts, lg.naive_extended_logit_matrix(lm, H, F)
+    for drop, at_least in (("attention_mask", 1e-2), ("position_ids", 1e-3)):
+        def without(model, drop=drop):
+            backbone, head = parts(model)
+
+            def forward(**kw):
+                kw.pop(drop, None)
+                return backbone(**kw)
+            return forward, head
+        monkeypatch.setattr(lg, "_lm_parts", without)
+        assert np.abs(lg.extended_logit_matrix(lm, H, F, rows_per_block=5) - ref).max() > at_least
+    monkeypatch.setattr(lg, "_lm_parts", parts)
+    # every budget gives the same matrix
+    big = lg.extended_logit_matrix(lm, H, F, rows_per_block=14, batch_tokens=10 ** 6)
+    assert np.abs(big - lg.extended_logit_matrix(lm, H, F)).max() <= 1e-5
+
+
+def test_caches_that_cannot_be_padded_keep_equal_lengths(monkeypatch):
+    rng = np.random.default_rng(8)
+    H, F = seqs(rng, 9, 1, 6), seqs(rng, 5, 1, 5)
+    model = tiny_lm(1)
+    ref = lg.naive_extended_logit_matrix(model, H, F)
+    monkeypatch.setattr(lg, "_plain_kv_cache", lambda cache: False)         # e.g. a sliding-window cache
+    assert not lg._padding_supported(model)
+    assert np.abs(lg.extended_logit_matrix(model, H, F, rows_per_block=2) - ref).max() <= 1e-5
+    with pytest.raises(lg.LogitsError, match="pad_histories=True"):
+        lg.extended_logit_matrix(model, H, F, pad_histories=True)
+    assert np.abs(lg.extended_logit_matrix(model, H, F, pad_histories=False) - ref).max() <= 1e-5
+
+
+def test_padding_probe_catches_a_backbone_that_ignores_position_ids(monkeypatch):
+    rng = np.random.default_rng(9)
+    H, F = seqs(rng, 9, 1, 6), seqs(rng, 5, 1, 5)
+    model = tiny_lm(2)
+    ref = lg.naive_extended_logit_matrix(model, H, F)
+    parts = lg._lm_parts
+
+    def no_positions(m):
+        backbone, head = parts(m)
+
+        def forward(**kw):
+            kw.pop("position_ids", None)                  # as a model that silently swallows it would
+            return backbone(**kw)
+        return forward, head
+    monkeypatch.setattr(lg, "_lm_parts", no_positions)
+    assert not lg._padding_supported(model)                 # the probe sees padded != unpadded
+    assert np.abs(lg.extended_logit_matrix(model, H, F, rows_per_block=3) - ref).max() <= 1e-5
+
+
 def test_top_k_and_random_columns(lm):
     rng = np.random.default_rng(1)
     H, F = seqs(rng, 7, 2, 6), seqs(rng, 6, 1, 5)
