@@ -397,19 +397,14 @@ def written_records(notebook_path: Path) -> tuple[set[str], list[re.Pattern], li
     for cell in read_notebook(notebook_path).cells:
         if cell.cell_type != "code":
             continue
-        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-        for node in ast.walk(ast.parse(source)):
-            if not (isinstance(node, ast.Call) and node.args and _callee(node) == "record"):
+        for node, name, pattern in _record_calls(cell.source):
+            if pattern is not None:
+                patterns.append(pattern)
                 continue
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                names.add(first.value)
-                claim = next((k.value for k in node.keywords if k.arg == "claim"), None)
-                if isinstance(claim, ast.Constant) and isinstance(claim.value, str):
-                    decided.append((first.value, claim.value))
-            elif isinstance(first, ast.JoinedStr):
-                parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in first.values]
-                patterns.append(re.compile("".join(parts)))
+            names.add(name)
+            claim = next((k.value for k in node.keywords if k.arg == "claim"), None)
+            if isinstance(claim, ast.Constant) and isinstance(claim.value, str):
+                decided.append((name, claim.value))
     return names, patterns, decided
 
 
@@ -442,22 +437,26 @@ def claim_sections(chapter: Chapter) -> dict[str, tuple[str, str]]:
             continue
         if cell.cell_type != "code":
             continue
-        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-        for node in ast.walk(ast.parse(source)):
-            if not (isinstance(node, ast.Call) and node.args and _callee(node) == "record"):
-                continue
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                matches = lambda name, v=first.value: name == v  # noqa: E731
-            elif isinstance(first, ast.JoinedStr):
-                parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in first.values]
-                matches = re.compile("".join(parts)).fullmatch
-            else:
-                continue
+        for _node, literal, pattern in _record_calls(cell.source):
             for claim_id, name in wanted.items():
-                if claim_id not in found and matches(name):
+                if claim_id not in found and (name == literal if pattern is None else pattern.fullmatch(name)):
                     found[claim_id] = (section, heading_slug(section))
     return found
+
+
+def _record_calls(cell_source: str):
+    """Each ``record(name, ...)`` call of a code cell: (call, literal name, None) for a string
+    name, (call, None, pattern) for an f-string name (its formatted parts match anything)."""
+    source = "\n".join(line for line in cell_source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and node.args and _callee(node) == "record"):
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            yield node, first.value, None
+        elif isinstance(first, ast.JoinedStr):
+            parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in first.values]
+            yield node, None, re.compile("".join(parts))
 
 
 def _callee(call: ast.Call) -> str | None:
