@@ -106,7 +106,9 @@ def quiet_kernel_manager():
     shutdown request, which the kernel may log as ``ERROR | KeyboardInterrupt caught in
     kernel``). The public ``interrupt_kernel`` (a timeout, the reader) still interrupts; a
     kernel that does not stop on the shutdown request is terminated and killed as usual;
-    errors in cells reach the runner through papermill, untouched.
+    errors in cells reach the runner through papermill, untouched. The kernel's file
+    descriptors are not captured into the notebook, so what the book writes to the
+    process's own stderr (progress, cache messages) reaches the runner's terminal only.
     """
     from jupyter_client import AsyncKernelManager
 
@@ -120,6 +122,15 @@ def quiet_kernel_manager():
         async def _async_interrupt_kernel(self) -> None:
             if not self.shutting_down:
                 await super()._async_interrupt_kernel()
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            # The kernel's own stderr stays the runner's terminal (ipykernel would otherwise
+            # forward file descriptor 2 into the notebook): progress bars and cache messages,
+            # sent there by lib.book.progress.log_stream, stay off the rendered page.
+            cmd = super().format_kernel_cmd(extra_arguments)
+            if any("ipykernel" in part for part in cmd):
+                cmd.append("--IPKernelApp.capture_fd_output=False")
+            return cmd
 
     return QuietKernelManager
 

@@ -177,6 +177,8 @@ def test_the_runners_kernel_is_quiet_but_still_interruptible(monkeypatch):
     a.shutting_down = True
     asyncio.run(a._async_interrupt_kernel())  # the one jupyter_client sends before every shutdown does not
     assert sent == [False]
+    cmd = a.format_kernel_cmd()  # the kernel's stderr is the runner's terminal, not the notebook's
+    assert "--IPKernelApp.capture_fd_output=False" in cmd
 
 
 @pytest.mark.slow
