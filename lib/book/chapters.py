@@ -411,11 +411,25 @@ def written_records(notebook_path: Path) -> tuple[set[str], list[re.Pattern], li
 HEADING = re.compile(r"^(#{1,3})\s+(.+?)\s*$")
 
 
-def heading_slug(title: str) -> str:
-    """The anchor MyST gives a heading (``myst_heading_anchors``), so links can point at it."""
-    from myst_parser.mdit_to_docutils.base import default_slugify
+@lru_cache(maxsize=1)
+def _heading_parser():
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
 
-    return default_slugify(title)
+    return create_md_parser(MdParserConfig(enable_extensions={"amsmath", "dollarmath", "colon_fence", "deflist",
+                                                              "substitution"}), RendererHTML)
+
+
+def heading_slug(title: str, taken=()) -> str:
+    """The anchor MyST gives a heading (``myst_heading_anchors``): computed by MyST's own
+    function from the heading's text (maths left out), made unique against the anchors
+    ``taken`` by the headings above it in the same page (``-1``, ``-2``, ...)."""
+    from markdown_it.tree import SyntaxTreeNode
+    from myst_parser.mdit_to_docutils.base import compute_unique_slug
+
+    heading = SyntaxTreeNode(_heading_parser().parse("# " + title)).children[0]
+    return compute_unique_slug(heading, set(taken))
 
 
 def claim_sections(chapter: Chapter) -> dict[str, tuple[str, str]]:
@@ -427,20 +441,21 @@ def claim_sections(chapter: Chapter) -> dict[str, tuple[str, str]]:
     """
     wanted = {c.id: c.record for c in chapter.claims}
     found: dict[str, tuple[str, str]] = {}
-    section = chapter.title
+    section, slug, taken = chapter.title, heading_slug(chapter.title), []
     for cell in read_notebook(REPO_ROOT / chapter.path).cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 match = HEADING.match(line)
                 if match:
-                    section = match.group(2)
+                    section, slug = match.group(2), heading_slug(match.group(2), taken)
+                    taken.append(slug)
             continue
         if cell.cell_type != "code":
             continue
         for _node, literal, pattern in _record_calls(cell.source):
             for claim_id, name in wanted.items():
                 if claim_id not in found and (name == literal if pattern is None else pattern.fullmatch(name)):
-                    found[claim_id] = (section, heading_slug(section))
+                    found[claim_id] = (section, slug)
     return found
 
 

@@ -171,6 +171,8 @@ def test_every_claim_links_to_the_section_that_measures_it():
     assert links["modes.planted-sigma"].endswith(f"(/chapters/modes.ipynb#{slug})")
     assert report.claim_links(built_from_notebooks=False)["modes.planted-sigma"].endswith(f"(/chapters/modes.md#{slug})")
     assert heading_slug("Theorem 4.3, first direction: an ISAN") == "theorem-43-first-direction-an-isan"
+    # as MyST computes it: maths left out, a repeated heading numbered
+    assert heading_slug("Is $w^*$ critical?") == "is--critical" and heading_slug("Spectra", ["spectra"]) == "spectra-1"
 
 
 def test_claim_sections_follow_the_heading_above_the_record(tmp_path, monkeypatch):
