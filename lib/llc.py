@@ -645,11 +645,13 @@ def sweep(model: nn.Module, loss_fn: LossFn, data, *, grid: dict[str, Sequence],
 
 
 def plot_sweep(results, *, vary: str, ax_traces=None, ax_llc=None, truth=None, chosen=None, max_chains: int = 4):
-    """Loss traces per setting of ``vary`` (left) and λ̂ ± 2 s.e. against it (right)."""
+    """Loss traces per setting of ``vary`` (top) and λ̂ ± 2 s.e. against it (bottom); on given axes if any.
+
+    The figure made here is sized for a page (6.2 in wide, text at matplotlib's default 10 pt)."""
     import matplotlib.pyplot as plt
 
     if ax_traces is None or ax_llc is None:
-        _, (ax_traces, ax_llc) = plt.subplots(1, 2, figsize=(11, 4))
+        _, (ax_traces, ax_llc) = plt.subplots(2, 1, figsize=(6.2, 7.0), layout="constrained")
     colors = plt.cm.viridis(np.linspace(0, 0.9, max(len(results), 1)))
     xs, ys, es = [], [], []
     for color, (point, res) in zip(colors, results):
@@ -662,7 +664,7 @@ def plot_sweep(results, *, vary: str, ax_traces=None, ax_llc=None, truth=None, c
         xs.append(point[vary]); ys.append(res.llc); es.append(2 * res.se)
     ax_traces.set_xlabel("SGLD step")
     ax_traces.set_ylabel("nβ (L_B(w_t) − L_n(w*))")
-    ax_traces.legend(fontsize=9)
+    ax_traces.legend()
     ax_llc.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label="λ̂ ± 2 s.e.")
     if truth is not None:
         ax_llc.axhline(truth, color="k", ls="--", lw=1, label=f"λ = {truth:g}")
@@ -671,7 +673,7 @@ def plot_sweep(results, *, vary: str, ax_traces=None, ax_llc=None, truth=None, c
     ax_llc.set_xscale("log")
     ax_llc.set_xlabel(vary)
     ax_llc.set_ylabel("λ̂")
-    ax_llc.legend(fontsize=9)
+    ax_llc.legend()
     return ax_traces, ax_llc
 
 

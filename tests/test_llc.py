@@ -194,7 +194,10 @@ def test_sweep_and_plot(regular):
     out = llc.sweep(regular.model, squared_error, regular.data, grid={"eps": [1e-4, 2e-4]},
                     **{k: v for k, v in SMALL.items() if k not in ("eps", "progress")})
     assert [p["eps"] for p, _ in out] == [1e-4, 2e-4] and all(r is not None for _, r in out)
-    llc.plot_sweep(out, vary="eps", truth=1.5, chosen=1e-4)
+    ax_traces, _ = llc.plot_sweep(out, vary="eps", truth=1.5, chosen=1e-4)
+    from lib.book.figures import legibility
+
+    assert legibility(ax_traces.figure).ok  # its own figure fits the page with every text readable
     with pytest.raises(llc.LLCInputError, match="grid"):
         llc.sweep(regular.model, squared_error, regular.data, grid={"lr": [1]}, **SMALL)
 
