@@ -46,7 +46,7 @@ def _fmt(value) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.4g}"  # short enough for its column: a number is never broken across lines
     return str(value)
 
 
@@ -92,7 +92,7 @@ def claim_links(built_from_notebooks: bool | None = None) -> dict[str, str]:
 
 def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None,
                    links: dict[str, str] | None = None) -> str:
-    """A MyST table that fits the page, verdict first: verdict, claim (statement, id and the
+    """A MyST table (a ``table`` directive of class ``claims-table``) that fits the page, verdict first: verdict, claim (statement, id and the
     check that decides it), ours, paper, source, and where it is measured (``links``: a
     link to the chapter's section, else ``chapter_docs``: the chapter's page).
 
@@ -100,7 +100,8 @@ def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: st
     """
     rows = [r for r in results if kind is None or r.claim.kind == kind]
     rows.sort(key=lambda r: r.status in ("pass", REPRODUCES, NOT_REPRODUCED))  # stable: problems first
-    lines = ["| verdict | claim | ours | paper | source | measured in |",
+    lines = [":::{table}", ":class: claims-table", "",  # fits the page: _static/book.css sets its column widths
+             "| verdict | claim | ours | paper | source | measured in |",
              "|---|---|---|---|---|---|"]
     links = links or {}
     for r in rows:
@@ -111,7 +112,7 @@ def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: st
         claim = f"{c.statement} <br>`{c.id}`: {c.check.describe()}"
         lines.append("| " + " | ".join(_cell(x) for x in (
             verdict, claim, _fmt(r.value), c.paper_value or "—", c.source, where)) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + [":::"])
 
 
 def runs_table(meta: dict[str, dict]) -> str:

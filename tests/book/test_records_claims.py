@@ -99,7 +99,9 @@ def test_report_counts_and_lists_problems_first():
     assert by["must_hold"] == {"pass": 1, "fail": 1, "not run": 0}
     assert by["finding"][claims.NOT_REPRODUCED] == 1 and sum(by["consistency"].values()) == 0
     table = report.markdown_table(results, {}, "must_hold").splitlines()
-    assert len(table) == 4 and table[2].startswith("| **fail**") and table[3].startswith("| pass")
+    assert table[:2] == [":::{table}", ":class: claims-table"] and table[-1] == ":::"
+    rows = [line for line in table if line.startswith("| ") and not line.startswith("| verdict")]
+    assert len(rows) == 2 and rows[0].startswith("| **fail**") and rows[1].startswith("| pass")
     assert "does not reproduce here" in report.markdown_table(results, {}, "finding")
 
 
