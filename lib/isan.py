@@ -656,7 +656,8 @@ def learn_from_logit_queries(oracle: Oracle, alphabet_size: int, T: int, eps: fl
     M' with E[TV(M, M')] <= eps from logit queries to M (hidden dim <= d).
 
     N = ⌈4T/ε · ln(dT/ε)⌉ i.i.d. prefixes per rank test (Alg. 2 line 4). d enters only through
-    this logarithm; if d is None the model-free bound trivial_logit_rank_bound(|Σ|, T) is used.
+    this logarithm and the guard on the number of passes (d·T, Lemma C.17); if d is None the
+    model-free bound trivial_logit_rank_bound(|Σ|, T) is used for both.
     Rank tests use relative tolerance rank_tol (singular values / residuals > rank_tol·σ_max):
     oracle logits carry float64 round-off ~1e-15 relative, so 1e-8 leaves a wide margin against
     spurious rank increases while only directions of relative size < 1e-8 are ignored.
@@ -664,7 +665,8 @@ def learn_from_logit_queries(oracle: Oracle, alphabet_size: int, T: int, eps: fl
     the returned count is the number of calls made to `oracle` (distinct prefixes queried).
 
     Returns (model, n_queries), or (model, n_queries, info) with return_info; info holds N,
-    d_used, iterations (of Algorithm 3's while loop), sizes |H_t|, ranks of L(H_t, F_t),
+    d_used, iterations (of Algorithm 3's while loop, at most max_iterations = d_used·T by Lemma C.17;
+    more raises RuntimeError), sizes |H_t|, future_sizes |F_t|, ranks of L(H_t, F_t),
     hidden_dim (= max_t |H_t|, the padding size; <= d + 1, since an initial row y^t with
     uniform next token has rank 0), queries and samples (prefixes drawn from M[:t]).
     """
@@ -677,11 +679,14 @@ def learn_from_logit_queries(oracle: Oracle, alphabet_size: int, T: int, eps: fl
     q = _Memo(oracle, S)
     H = [[()]] + [[(0,) * t] for t in range(1, T)]  # H_t = {y^t}, y = token 0
     F = [[()] for _ in range(T)] + [[]]                # F_t = {Null}; F_T = ∅
-    iterations, max_iter = 0, T * trivial_logit_rank_bound(S, T) + 1
+    # Lemma C.17: each pass before the last adds a history to some H_t (t = 1..T-1), and |H_t| <= d + 1,
+    # so there are at most d(T-1) + 1 <= dT passes of the while loop when the model's logit rank is <= d
+    iterations, max_iter = 0, d_used * T
     while True:  # Algorithm 3
         iterations += 1
         if iterations > max_iter:
-            raise RuntimeError("CompleteSpan did not terminate (Lemma C.17 bound exceeded)")
+            raise RuntimeError(f"CompleteSpan did not terminate within d·T = {d_used}·{T} = {max_iter} "
+                               f"iterations (Lemma C.17): the model's logit rank exceeds d = {d_used}")
         incomplete = False
         for t in range(1, T):
             found = _complete_span_step(q, t, H, F, N, rng, rank_tol, chunk)
@@ -708,7 +713,8 @@ def learn_from_logit_queries(oracle: Oracle, alphabet_size: int, T: int, eps: fl
     if not return_info:
         return model, q.calls
     calls = q.calls
-    info = dict(N=N, d_used=d_used, iterations=iterations, sizes=[len(h) for h in H],
+    info = dict(N=N, d_used=d_used, iterations=iterations, max_iterations=max_iter,
+                sizes=[len(h) for h in H], future_sizes=[len(f) for f in F[:T]],
                 ranks=[logit_rank(q.block(H[t], F[t]), rank_tol) for t in range(T)],
                 hidden_dim=D, queries=calls, samples=q.samples)
     return model, calls, info

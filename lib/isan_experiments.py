@@ -6,12 +6,16 @@ Everything the chapter computes lives here, built on :mod:`lib.isan`:
   (:func:`theorem_4_3_table`);
 * representation power: copying (:func:`copying_table`), a random linear-in-state SSM and
   its literal simulation (:func:`random_ssm`, :func:`ssm_sequence_logprobs`);
-* Theorem 4.4: the learner over a grid (:func:`learning_grid`), at long horizons
-  (:func:`horizon_sweep`), on the rare-branch stress test (:func:`rare_branch_sweep`),
-  with power-law fits (:func:`fit_power_law`);
-* Theorem C.13 at small n: learners of a noisy parity from *samples*
-  (:func:`empirical_logprobs`, :func:`parity_mle`, :func:`parity_sample_learners`) against
-  the logit-query learner (:func:`parity_query_learner`);
+* Theorem 4.4: the learner over a grid (:func:`learning_grid`), one factor at a time from a
+  base point and at long horizons (:func:`query_scaling`, :func:`horizon_sweep`), on the
+  rare-branch stress test (:func:`rare_branch_sweep`, :func:`classify_rare_runs`), with
+  power-law fits and their intervals (:func:`fit_power_law`, :func:`exponent_excess`), and the
+  counts the algorithm's structure gives (:func:`final_pass_lookups`, :func:`query_count_bound`,
+  :func:`polynomial_degrees`; Lemma C.17);
+* Theorem C.13: learners of a noisy parity from *samples* (:func:`empirical_logprobs`,
+  :func:`parity_mle`, :func:`parity_sample_learners`) against the logit-query learner
+  (:func:`parity_query_learner`), and both at one longer n with the same budget
+  (:func:`parity_budget_comparison`);
 * beyond the paper: approximately low-rank models (:func:`perturbed_isan`,
   :func:`approx_low_rank_sweep`).
 
@@ -24,6 +28,7 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
+import scipy.stats
 from scipy.special import log_softmax
 
 from .isan import (EXACT_RANK_TOL, ISAN, MAX_STRINGS, TimeVaryingISAN, _check_positive_int, _check_prefix, _logprobs_of,
@@ -53,6 +58,8 @@ class StateCachedOracle:
 
     def __init__(self, model: TimeVaryingISAN):
         self.model, self.calls, self._states = model, 0, {(): model.x0}
+        # centre(B_t x) = (B_t − mean_z B_t[z]) x: the centring is linear, so it is applied to B once
+        self._Bc = model.B - model.B.mean(axis=1, keepdims=True)
 
     def _state(self, p: tuple) -> np.ndarray:
         x = self._states.get(p)
@@ -62,9 +69,20 @@ class StateCachedOracle:
         return x
 
     def __call__(self, prefix) -> np.ndarray:
-        p = _check_prefix(prefix, self.model.alphabet_size, self.model.T - 1)
+        p = prefix if type(prefix) is tuple else tuple(prefix)
+        x = self._states.get(p)
+        if x is None:
+            z = p[-1] if p else None
+            parent = self._states.get(p[:-1]) if p else None
+            if (parent is not None and len(p) < self.model.T and type(z) is int
+                    and 0 <= z < self.model.alphabet_size):  # a valid prefix: its parent was one
+                x = self.model.A[len(p) - 1, z] @ parent
+                self._states[p] = x
+            else:
+                p = _check_prefix(prefix, self.model.alphabet_size, self.model.T - 1)
+                x = self._state(p)
         self.calls += 1
-        return centre(self.model.B[len(p)] @ self._state(p))
+        return self._Bc[len(p)] @ x
 
 
 def string_logprobs(model: TimeVaryingISAN, Z) -> np.ndarray:
@@ -144,6 +162,12 @@ def generic_rank(d: int, alphabet_size: int, T: int, t: int) -> int:
     S = alphabet_size
     n_futures = sum(S ** k for k in range(T - t))
     return min(d, S ** t, (S - 1) * n_futures)
+
+
+def effective_rank(d: int, alphabet_size: int, T: int) -> int:
+    """max_t generic_rank(d, |Σ|, T, t): the hidden dimension a generic ISAN of nominal dimension d
+    actually uses over Σ^T (d itself once |Σ|^t and the futures leave room for d rows)."""
+    return max(generic_rank(d, alphabet_size, T, t) for t in range(T))
 
 
 def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: float = EXACT_RANK_TOL) -> list[dict]:
@@ -272,6 +296,45 @@ def exhaustive_queries(alphabet_size: int, T: int) -> int:
     return sum(alphabet_size ** k for k in range(T))
 
 
+def final_pass_lookups(N: int, alphabet_size: int, T: int, sizes, future_sizes) -> int:
+    """Prefix look-ups of Algorithm 3's last (certifying) pass, from the final sizes |H_t|, |F_t|:
+
+        Σ_{t=1}^{T−1} [ N·t + (N + |H_t| + |Σ|·|H_{t−1}|) · (|F_t| + |Σ|·|F_{t+1}|) ]   (F_T = ∅),
+
+    N samples of M[:t] drawn token by token (t look-ups each, Fact C.15), and every candidate row
+    (H_t, H_{t−1}∘Σ, the samples S_t) read on every column of F_t ∪ Σ∘F_{t+1}. The count the
+    algorithm's structure gives before the cache removes repeated prefixes: the short prefixes
+    repeat once |Σ|^t < N, so distinct queries can be far fewer."""
+    S = alphabet_size
+    H, F = list(sizes), list(future_sizes) + [0]
+    if len(H) != T or len(F) != T + 1:
+        raise ValueError(f"sizes, future_sizes: expected T = {T} entries each, got {len(H)} and {len(F) - 1}")
+    return int(sum(N * t + (N + H[t] + S * H[t - 1]) * (F[t] + S * F[t + 1]) for t in range(1, T)))
+
+
+def query_count_bound(d: int, alphabet_size: int, T: int, N: int) -> int:
+    """A worst-case bound on the distinct logit queries of lib.isan.learn_from_logit_queries for a model
+    of logit rank <= d (so |H_t|, |F_t| <= d + 1):
+
+        dT · (T−1) · [ N·T/2 + (N + (d+1)(|Σ|+1)) · (d+1)(|Σ|+1) ]  +  T(d+1)((|Σ|+1)(d+1) + 1),
+
+    at most dT passes of the while loop (Lemma C.17), each drawing at most N samples of each length
+    t (t look-ups each: Σ_t N·t = N·T(T−1)/2) and reading at most N + (d+1) + |Σ|(d+1) rows on at most
+    (d+1)(|Σ|+1) columns for each t, then Algorithm 2's final solve. A polynomial in (d, |Σ|, T, N), with
+    N = ⌈4T/ε·ln(dT/ε)⌉: degree 3 in d, 2 in |Σ|, 4 in T and 1 in 1/ε, up to the logarithm."""
+    c = (d + 1) * (alphabet_size + 1)
+    passes = d * T * (T - 1) * (N * T / 2 + (N + c) * c)
+    return int(np.ceil(passes + T * (d + 1) * (c + 1)))
+
+
+def polynomial_degrees(d: int, T: int, eps: float) -> dict:
+    """Degrees of :func:`query_count_bound` in d, |Σ|, T and 1/ε, each raised by the local exponent
+    1/ln(dT/ε) of the logarithm in N where N enters (d, T, 1/ε). Exponents fitted to the learner's
+    query count are *consistent with Theorem 4.4's polynomial* when none exceeds these."""
+    log_part = 1.0 / np.log(d * T / eps)
+    return {"d_eff": 3.0, "S": 2.0, "T": 4.0 + log_part, "eps": 1.0 + log_part}
+
+
 def learn_once(model: TimeVaryingISAN, eps: float, rng: np.random.Generator, *, d: int | None = None,
                rank_tol: float | None = None, tv_rng: np.random.Generator | None = None,
                exact_limit: int | None = None, mc_samples: int = 20_000, cached_oracle: bool = True) -> dict:
@@ -288,10 +351,14 @@ def learn_once(model: TimeVaryingISAN, eps: float, rng: np.random.Generator, *, 
                                                         d=model.d if d is None else d, return_info=True, **kw)
     seconds = time.perf_counter() - t0
     tv, se, exact = tv_exact_or_mc(model, learned, tv_rng or rng, exact_limit, mc_samples)
-    return dict(d=model.d, S=model.alphabet_size, T=model.T, eps=eps, tv=tv, tv_se=se, tv_exact=exact,
-                queries=n_queries, seconds=seconds, N=info["N"], samples=info["samples"],
-                iterations=info["iterations"], hidden_dim=info["hidden_dim"],
-                exhaustive=exhaustive_queries(model.alphabet_size, model.T), model=learned)
+    S, T = model.alphabet_size, model.T
+    return dict(d=model.d, d_eff=effective_rank(model.d, S, T), S=S, T=T, eps=eps, tv=tv, tv_se=se,
+                tv_exact=exact, queries=n_queries, seconds=seconds, N=info["N"], samples=info["samples"],
+                iterations=info["iterations"], d_used=info["d_used"],
+                iteration_ratio=info["iterations"] / (info["d_used"] * T), hidden_dim=info["hidden_dim"],
+                final_pass=final_pass_lookups(info["N"], S, T, info["sizes"], info["future_sizes"]),
+                bound=query_count_bound(info["d_used"], S, T, info["N"]),
+                exhaustive=exhaustive_queries(S, T), model=learned)
 
 
 def learning_grid(ds, alphabet_sizes, Ts, epss, repeats: int, seed: int, scale: float = 1.0) -> list[dict]:
@@ -316,12 +383,13 @@ def grid_summary(rows: list[dict]) -> list[dict]:
     out = []
     for k in keys:
         sel = [r for r in rows if (r["d"], r["S"], r["T"], r["eps"]) == k]
-        out.append(dict(d=k[0], S=k[1], T=k[2], eps=k[3], runs=len(sel),
+        out.append(dict(d=k[0], d_eff=sel[0]["d_eff"], S=k[1], T=k[2], eps=k[3], runs=len(sel),
                         mean_tv=float(np.mean([r["tv"] for r in sel])), max_tv=max(r["tv"] for r in sel),
                         queries=float(np.mean([r["queries"] for r in sel])),
                         seconds=float(np.mean([r["seconds"] for r in sel])),
                         N=sel[0]["N"], exhaustive=sel[0]["exhaustive"],
-                        hidden_dim=max(r["hidden_dim"] for r in sel)))
+                        hidden_dim=max(r["hidden_dim"] for r in sel),
+                        iteration_ratio=max(r["iteration_ratio"] for r in sel)))
     return out
 
 
@@ -356,8 +424,51 @@ def fit_power_law(rows: list[dict], response: str, variables: Sequence[str],
     resid = y - X @ coef
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((resid ** 2).sum()) / ss if ss > 0 else 1.0
+    dof = len(rows) - X.shape[1]
+    if dof > 0 and np.linalg.matrix_rank(X) == X.shape[1]:
+        sigma2 = float((resid ** 2).sum()) / dof
+        se = np.sqrt(np.diag(sigma2 * np.linalg.inv(X.T @ X)))[1:]
+        q = float(scipy.stats.t.ppf(0.975, dof))
+    else:  # no residual degrees of freedom (or a variable that never varies): no interval
+        se, q = np.full(len(variables), np.inf), np.inf
     return dict(exponents=dict(zip(variables, map(float, coef[1:]))), intercept=float(coef[0]), r2=r2,
-                n=len(rows))
+                n=len(rows), stderr=dict(zip(variables, map(float, se))),
+                interval={v: (float(c - q * e), float(c + q * e)) for v, c, e in zip(variables, coef[1:], se)})
+
+
+def exponent_excess(fit: dict, allowed: dict) -> float:
+    """max over the fitted variables of (lower end of the 95% interval − allowed exponent): <= 0 when no
+    exponent is significantly above the degree allowed for it, i.e. the data are consistent with a
+    polynomial of those degrees (one-sided test at level 2.5% per variable; see :func:`polynomial_degrees`)."""
+    missing = set(fit["interval"]) - set(allowed)
+    if missing:
+        raise ValueError(f"allowed: no degree given for {sorted(missing)}")
+    return max(fit["interval"][v][0] - allowed[v] for v in fit["interval"])
+
+
+def query_scaling(base: dict, axes: dict, repeats: int, seed: int, mc_samples: int = 20_000) -> list[dict]:
+    """Theorem 4.4's query count, one factor at a time: random ISANs at ``base`` = dict(d, S, T, eps)
+    and at every value of ``axes`` = {factor: values} with the other factors at the base (the base
+    point itself is run once per repeat, labelled factor "base"). One row per run (model dropped);
+    TV exact up to EXACT_TV_LIMIT strings, Monte Carlo beyond."""
+    keys = ("d", "S", "T", "eps")
+    if set(base) != set(keys):
+        raise ValueError(f"base: expected the keys {keys}, got {sorted(base)}")
+    bad = set(axes) - set(keys)
+    if bad:
+        raise ValueError(f"axes: factors must be among {keys}, got {sorted(bad)}")
+    repeats = _check_positive_int("repeats", repeats)
+    points = [("base", dict(base))] + [(f, dict(base, **{f: v})) for f, vals in axes.items() for v in vals
+                                       if v != base[f]]
+    rows = []
+    for factor, p in points:
+        for r in range(repeats):
+            model = random_isan(p["d"], p["S"], p["T"], _seed(seed, 56, p["d"], p["S"], p["T"], r))
+            row = learn_once(model, p["eps"], _seed(seed, 57, p["d"], p["S"], p["T"], r, round(1e6 * p["eps"])),
+                             tv_rng=_seed(seed, 58, p["d"], p["S"], p["T"], r), mc_samples=mc_samples)
+            row.pop("model")
+            rows.append(dict(row, factor=factor, repeat=r))
+    return rows
 
 
 def rare_branch_sweep(epss, deltas, repeats: int, seed: int, C: float = 5.0) -> list[dict]:
@@ -367,17 +478,34 @@ def rare_branch_sweep(epss, deltas, repeats: int, seed: int, C: float = 5.0) -> 
     for eps in epss:
         for delta in deltas:
             model = rare_branch_isan(delta, C)
-            tvs, found = [], 0
+            missed_tv = float(delta * (1 / (1 + np.exp(-2 * C)) - 0.5))
+            tvs, iters = [], []
             for r in range(repeats):
                 learned, _, info = learn_from_logit_queries(model.next_logits, 2, 4, eps,
                                                             _seed(seed, 49, r, round(1e6 * eps)), d=2,
                                                             return_info=True)
                 tvs.append(tv_distance(model, learned))
-                found += info["hidden_dim"] > 1
+                iters.append(info["iterations"] / (2 * 4))
             rows.append(dict(eps=eps, delta=float(delta), N=theorem_n(2, 4, eps), mean_tv=float(np.mean(tvs)),
-                             max_tv=float(np.max(tvs)), found_fraction=found / repeats,
-                             missed_tv=float(delta * (1 / (1 + np.exp(-2 * C)) - 0.5))))
+                             max_tv=float(np.max(tvs)), missed_tv=missed_tv, iteration_ratio=max(iters),
+                             **classify_rare_runs(tvs, missed_tv)))
     return rows
+
+
+def classify_rare_runs(tvs, missed_tv: float) -> dict:
+    """Decide from the TV alone whether each run found the rare direction: found when TV < missed_tv/2
+    (a run either finds it, TV ≈ 0, or returns the k = 0 model, TV = missed_tv exactly). Returns the
+    found fraction, the largest TV of a found run (0 if none) and the largest relative error
+    |TV − missed_tv| / missed_tv of a missed run (0 if none)."""
+    tvs = np.asarray(tvs, dtype=float)
+    if tvs.ndim != 1 or tvs.size == 0:
+        raise ValueError(f"tvs: expected a non-empty 1-d array of TV distances, got shape {tvs.shape}")
+    if not missed_tv > 0:
+        raise ValueError(f"missed_tv: expected a positive TV, got {missed_tv!r}")
+    found = tvs < missed_tv / 2
+    return dict(found_fraction=float(found.mean()),
+                found_max_tv=float(tvs[found].max()) if found.any() else 0.0,
+                missed_rel_error=float(np.abs(tvs[~found] - missed_tv).max() / missed_tv) if (~found).any() else 0.0)
 
 
 # ---------------------------------------------------------------------------
@@ -501,6 +629,24 @@ def parity_query_learner(ns, eps: float, p: float, seed: int, repeats: int = 1) 
             row.pop("model")
             rows.append(dict(row, n=n, repeat=r))
     return rows
+
+
+def parity_budget_comparison(n: int, eps: float, p: float, seed: int) -> dict:
+    """Theorem C.13 at one n: the logit-query learner (d = 2) on a random noisy parity, then the counting
+    estimator given as many samples m as the learner made queries. The empirical distribution puts
+    mass only on the <= m strings it saw, each of probability <= (1−p)/2^n, so its TV is at least
+    support_bound = 1 − m(1−p)/2^n (a theorem, recorded beside the measured TV)."""
+    n = _check_positive_int("n", n)
+    rng = _seed(seed, 59, n)
+    y = random_parity_vector(n, rng)
+    model = noisy_parity_isan(y, p)
+    row = learn_once(model, eps, _seed(seed, 60, n), d=2, exact_limit=MAX_STRINGS)
+    row.pop("model")
+    m = int(row["queries"])
+    emp = empirical_logprobs(model.sample(m, _seed(seed, 61, n)), 2)
+    return dict(row, n=n, p=p, budget_samples=m, empirical_tv=tv_distance(emp, noisy_parity_logprobs(y, p)),
+                support_bound=max(0.0, 1.0 - m * (1 - p) / 2 ** n),
+                query_fraction=row["queries"] / exhaustive_queries(2, n + 1))
 
 
 # ---------------------------------------------------------------------------

@@ -230,9 +230,20 @@ def test_theorem_4_4_learner_on_random_isans(d, S, T, eps):
     assert n_queries == oracle.calls == info["queries"]
     assert info["N"] == int(np.ceil(4 * T / eps * np.log(d * T / eps)))
     assert learned.d <= d + 1 and max(info["ranks"]) <= d
-    assert info["iterations"] <= d * T + 1                      # Lemma C.17
+    assert info["iterations"] <= d * T == info["max_iterations"]  # Lemma C.17
+    assert info["future_sizes"][0] >= 1 and len(info["future_sizes"]) == T
     assert tv_distance(m, learned) <= eps
     assert tv_distance(m, learned) < 1e-9                       # generic models are learned exactly
+
+
+def test_learner_guard_is_lemma_c17_dT():
+    """More than dT passes of Algorithm 3 means the model's logit rank exceeds the d given: refused."""
+    m = random_isan(3, 4, 2, np.random.default_rng(13))  # rank 3 at t = 1: 3 passes
+    learned, _, info = learn_from_logit_queries(m.next_logits, 4, 2, 0.2, np.random.default_rng(0), d=2,
+                                                return_info=True)
+    assert info["iterations"] == 3 <= 2 * 2 == info["max_iterations"]
+    with pytest.raises(RuntimeError, match=r"within d·T = 1·2 = 2 iterations \(Lemma C.17\).*exceeds d = 1"):
+        learn_from_logit_queries(m.next_logits, 4, 2, 0.2, np.random.default_rng(0), d=1)
 
 
 def test_learner_without_known_d_uses_trivial_bound():

@@ -268,3 +268,144 @@ def test_approx_low_rank_sweep_small():
     gap = next(r for r in out["rows"] if r["tol_kind"] == "gap")
     assert gap["hidden_dim"] == 2 and gap["tv"] <= 3 * gap["base_tv"]
     assert set(out["spectra"]) == {1e-3}
+
+
+# ---------------------------------------------------------------------------
+# Theorem 4.4 fidelity: query scaling, structural counts, Lemma C.17, rare branch, Theorem C.13 budget
+# (each chapter claim decided both ways with its declared check)
+# ---------------------------------------------------------------------------
+
+from lib.book.chapters import get_claim  # noqa: E402
+from lib.isan import rare_branch_isan  # noqa: E402
+
+
+def _decide(claim_id, value):
+    return get_claim(claim_id).check.decide(value)
+
+
+def test_effective_rank_caps_d_by_the_generic_rank():
+    assert ie.effective_rank(8, 2, 3) == 2          # ranks min(8, 1, 7), min(8, 2, 3), min(8, 4, 1) at t = 0, 1, 2
+    assert ie.effective_rank(8, 2, 7) == 8
+    assert ie.effective_rank(4, 3, 16) == 4
+    assert ie.effective_rank(8, 2, 3) == max(ie.generic_rank(8, 2, 3, t) for t in range(3))
+
+
+def test_learn_once_records_structure_and_both_counts():
+    m = random_isan(3, 3, 6, np.random.default_rng(11))
+    row = ie.learn_once(m, 0.3, np.random.default_rng(1))
+    assert row["d_eff"] == ie.effective_rank(3, 3, 6) and row["d_used"] == 3
+    assert 0 < row["iteration_ratio"] <= 1 and row["iteration_ratio"] == row["iterations"] / (3 * 6)
+    assert row["queries"] <= row["bound"] == ie.query_count_bound(3, 3, 6, row["N"])
+    assert row["final_pass"] > 0
+
+
+def test_final_pass_lookups_closed_form_and_validation():
+    # T = 3, |Σ| = 2, N = 10, |H| = [1, 2, 2], |F| = [1, 2, 1]
+    expected = (10 * 1 + (10 + 2 + 2 * 1) * (2 + 2 * 1)) + (10 * 2 + (10 + 2 + 2 * 2) * (1 + 0))
+    assert ie.final_pass_lookups(10, 2, 3, [1, 2, 2], [1, 2, 1]) == expected
+    with pytest.raises(ValueError, match="sizes, future_sizes"):
+        ie.final_pass_lookups(10, 2, 3, [1, 2], [1, 2, 1])
+
+
+def test_query_bound_claim_both_ways():
+    m = random_isan(4, 3, 8, np.random.default_rng(12))
+    row = ie.learn_once(m, 0.2, np.random.default_rng(2))
+    assert _decide("isan.thm44-query-bound", row["queries"] / row["bound"])            # must pass
+    # must fail: an exhaustive learner (all of Σ^{≤T−1}, as Lemma C.3 asks) at |Σ| = 3, T = 14, d = 1
+    assert not _decide("isan.thm44-query-bound",
+                       ie.exhaustive_queries(3, 14) / ie.query_count_bound(1, 3, 14, ie.theorem_n(1, 14, 0.3)))
+
+
+def test_fit_power_law_intervals_cover_the_truth_and_flag_no_dof():
+    rng = np.random.default_rng(0)
+    rows = [dict(x=x, y=2.0 * x ** 1.5 * np.exp(0.05 * rng.standard_normal())) for x in [2, 3, 4, 6, 8, 12, 16]]
+    fit = ie.fit_power_law(rows, "y", ["x"])
+    lo, hi = fit["interval"]["x"]
+    assert lo < 1.5 < hi and hi - lo < 0.3 and fit["stderr"]["x"] > 0
+    exact = ie.fit_power_law(rows[:2], "y", ["x"])  # two points, two parameters: no interval
+    assert exact["interval"]["x"] == (-np.inf, np.inf)
+
+
+def test_exponent_claim_both_ways():
+    allowed = ie.polynomial_degrees(4, 16, 0.2)
+    assert allowed["eps"] == pytest.approx(1 + 1 / np.log(4 * 16 / 0.2)) and allowed["S"] == 2.0
+    base = dict(d_eff=4, S=3, T=16, eps=0.2)
+    points = [base] + [dict(base, **{k: v}) for k, vals in
+                       {"d_eff": [2, 8], "S": [4, 5], "T": [12, 20, 24], "eps": [0.4, 0.1]}.items() for v in vals]
+    # must pass: a count of the algorithm's shape, N·T·(T/2 + (d+1)(|Σ|+1)), with mild noise
+    rng = np.random.default_rng(1)
+    poly = [dict(p, y=ie.theorem_n(p["d_eff"], p["T"], p["eps"]) * p["T"] * (p["T"] / 2 + (p["d_eff"] + 1) * (p["S"] + 1))
+                 * np.exp(0.02 * rng.standard_normal())) for p in points]
+    fit = ie.fit_power_law(poly, "y", ["d_eff", "S", "T", "eps"], {"eps": lambda e: 1 / e})
+    assert _decide("isan.thm44-query-exponents", ie.exponent_excess(fit, allowed))
+    # must fail: the exhaustive count |Σ^{≤T−1}| of the same points
+    exh = [dict(p, y=ie.exhaustive_queries(p["S"], p["T"])) for p in points]
+    fit = ie.fit_power_law(exh, "y", ["d_eff", "S", "T", "eps"], {"eps": lambda e: 1 / e})
+    assert not _decide("isan.thm44-query-exponents", ie.exponent_excess(fit, allowed))
+    with pytest.raises(ValueError, match="allowed: no degree"):
+        ie.exponent_excess(fit, {"S": 2.0})
+
+
+def test_local_slope_claim_both_ways():
+    Ts = [16, 20, 24]
+    cubic = [dict(T=T, y=ie.theorem_n(4, T, 0.2) * T ** 2 / 2) for T in Ts]
+    assert _decide("isan.thm44-local-slope", ie.fit_power_law(cubic, "y", ["T"])["exponents"]["T"])
+    exh = [dict(T=T, y=ie.exhaustive_queries(3, T)) for T in Ts]
+    assert not _decide("isan.thm44-local-slope", ie.fit_power_law(exh, "y", ["T"])["exponents"]["T"])
+
+
+def test_query_scaling_one_factor_at_a_time():
+    rows = ie.query_scaling(dict(d=2, S=2, T=5, eps=0.3), {"d": [2, 3], "eps": [0.5]}, 1, seed=0)
+    assert [(r["factor"], r["d"], r["eps"]) for r in rows] == [("base", 2, 0.3), ("d", 3, 0.3), ("eps", 2, 0.5)]
+    assert all(r["tv"] < 1e-9 and r["queries"] <= r["bound"] for r in rows)
+    with pytest.raises(ValueError, match="base: expected the keys"):
+        ie.query_scaling(dict(d=2, S=2, T=5), {}, 1, seed=0)
+    with pytest.raises(ValueError, match="axes: factors"):
+        ie.query_scaling(dict(d=2, S=2, T=5, eps=0.3), {"n": [1]}, 1, seed=0)
+
+
+def test_lemma_c17_claim_both_ways():
+    m = random_isan(3, 4, 2, np.random.default_rng(13))  # logit rank 3 at t = 1: two histories to add
+    row = ie.learn_once(m, 0.2, np.random.default_rng(3))
+    assert row["iterations"] == 3 and _decide("isan.lemma-c17-iterations", row["iteration_ratio"])  # must pass
+    # must fail: the same passes counted against d = 1 (the model's rank is 3), and the learner's guard
+    assert not _decide("isan.lemma-c17-iterations", row["iterations"] / (1 * 2))
+    with pytest.raises(RuntimeError, match=r"d·T = 1·2 = 2 iterations"):
+        learn_from_logit_queries(m.next_logits, 4, 2, 0.2, np.random.default_rng(3), d=1)
+
+
+def test_exactness_claim_both_ways():
+    m = random_isan(3, 3, 5, np.random.default_rng(14))
+    assert _decide("isan.thm44-exact", ie.learn_once(m, 0.2, np.random.default_rng(4))["tv"])
+    rare = rare_branch_isan(1e-3)  # the rare direction is missed at eps = 0.3 (N = 75): TV = δ(σ(2C) − 1/2)
+    learned, _ = learn_from_logit_queries(rare.next_logits, 2, 4, 0.3, np.random.default_rng(0), d=2)
+    assert not _decide("isan.thm44-exact", tv_distance(rare, learned))
+
+
+def test_classify_rare_runs_and_claims_both_ways():
+    rows = ie.rare_branch_sweep([0.1], [1e-6, 0.3], repeats=3, seed=0)
+    for r in rows:
+        assert _decide("isan.rare-found-exact", r["found_max_tv"])
+        assert _decide("isan.rare-missed-tv", r["missed_rel_error"])
+    assert rows[0]["found_fraction"] == 0 and rows[1]["found_fraction"] == 1
+    missed = rows[0]["missed_tv"]
+    bad = ie.classify_rare_runs([0.0, 0.7 * missed, missed], missed)  # a run between found and missed
+    assert bad["found_fraction"] == pytest.approx(1 / 3)
+    assert not _decide("isan.rare-missed-tv", bad["missed_rel_error"])
+    bad = ie.classify_rare_runs([1e-6 * missed + 1e-9, missed], missed)  # a "found" run that is not exact
+    assert not _decide("isan.rare-found-exact", bad["found_max_tv"])
+    with pytest.raises(ValueError, match="tvs"):
+        ie.classify_rare_runs([], missed)
+    with pytest.raises(ValueError, match="missed_tv"):
+        ie.classify_rare_runs([0.1], 0.0)
+
+
+def test_parity_budget_comparison_and_support_claim_both_ways():
+    row = ie.parity_budget_comparison(10, 0.3, 0.1, seed=0)
+    assert row["tv"] < 1e-9 and row["budget_samples"] == row["queries"]
+    assert row["support_bound"] == pytest.approx(max(0.0, 1 - row["queries"] * 0.9 / 2 ** 10))
+    assert _decide("isan.c13-budget-support", row["empirical_tv"] - row["support_bound"])
+    # must fail: an estimate that is not supported on m samples (the truth itself, TV 0) against the bound
+    # for a budget below 2^n/(1−p)
+    m = 100
+    assert not _decide("isan.c13-budget-support", 0.0 - max(0.0, 1 - m * 0.9 / 2 ** 10))
