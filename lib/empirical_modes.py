@@ -365,6 +365,19 @@ class EmpiricalModes:
     def x_function(self, alpha: int) -> np.ndarray:
         return self.x_vectors[:, alpha] / np.sqrt(self.x_weights)
 
+    def x_order(self, alpha: int, tie_rtol: float = 1e-2) -> np.ndarray:
+        """Histories by decreasing |x-loading| (the function ``x_function``), ties broken by count:
+        loadings within ``tie_rtol`` of the top one count as tied (the tie of :meth:`component`),
+        and so do loadings equal to 9 significant digits elsewhere; among tied histories the more
+        frequent one (larger c(x)) comes first, then the lexicographic order."""
+        g = np.abs(self.x_function(alpha))
+        top = g.max()
+        if top == 0:
+            return np.arange(len(g))
+        key = np.round(g / top, 9)
+        key[key >= 1 - tie_rtol] = 1.0
+        return np.lexsort((np.arange(len(g)), -self.counts.x_total, -key))
+
     def component(self, alpha: int, n_top: int = 8, tie_rtol: float = 1e-2) -> Component:
         """Summary of mode ``alpha`` (see the module docstring for the measures)."""
         if not 0 <= alpha < self.n_modes:
@@ -373,9 +386,9 @@ class EmpiricalModes:
         g = self.x_function(alpha)
         w = self.x_weights
         y_top = np.argsort(-np.abs(b), kind="stable")[:n_top]
-        x_top = np.argsort(-np.abs(g), kind="stable")[:n_top]
+        x_top = self.x_order(alpha, tie_rtol)[:n_top]
         y_star = int(y_top[0])
-        top = g[x_top[0]]
+        top = g[int(np.argmax(np.abs(g)))]      # the tie is measured from the largest |loading| itself
         tied = np.flatnonzero(np.sign(g) == np.sign(top)) if top != 0 else np.arange(len(g))
         tied = tied[np.abs(g[tied]) >= (1 - tie_rtol) * abs(top)]
         norm2 = float(np.sum(w * g * g))
@@ -549,16 +562,17 @@ class SnippetSearch:
 def context_snippets(tokens, doc_offsets, em: EmpiricalModes, alpha: int, n_snippets: int = 3, width: int = 50,
                      cuts=(0.1, 0.2, 0.3, 0.4, 0.5), seed: int = 0) -> SnippetSearch:
     """Occurrences in the corpus of component ``alpha`` (App. B): the history x with the largest
-    |x-loading| followed by a continuation y whose |y-loading| is within ``cut`` of the largest
+    |x-loading| in the Euclidean-unit x vector (U of P, ṽ of M: the singular vector itself, as
+    App. B; not the function ṽ/√q(x), which favours rare histories; ties to the more frequent x) followed by a continuation y whose |y-loading| is within ``cut`` of the largest
     (cut = 10%, relaxed step by step to 50% until some occurrence is found), with ``width`` tokens
     of context on each side, clipped to the document. Snippets are drawn at random (``seed``)."""
     tokens = np.asarray(tokens)
     offsets = np.asarray(doc_offsets, dtype=np.int64)
     c = em.counts
     k, l = c.k, c.l
-    g = em.x_function(alpha)
+    xv = np.abs(em.x_vectors[:, alpha])
     b = em.y_vectors[:, alpha]
-    xi = int(np.argmax(np.abs(g)))
+    xi = int(np.lexsort((-c.x_total, -np.round(xv / xv.max(), 9)))[0]) if xv.max() > 0 else 0
     x = c.prefixes[xi]
     n = len(tokens)
     # positions where x starts (and is followed by l tokens in the same document)
@@ -600,7 +614,9 @@ def token_label(tokenizer, seq) -> str:
 def component_table(em: EmpiricalModes, alpha: int, tokenizer, n_top: int = 8, tie_rtol: float = 1e-2) -> str:
     """Markdown for one component, in the manner of Examples 5.7–5.11: a header line (σ, ties,
     bigram measures) and a table of the leading continuations (y side) and histories (x side)
-    with their loadings (x side as the function ⟨v, e_x⟩_V for M, the left vector for P)."""
+    with their loadings (x side as the function ⟨v, e_x⟩_V for M, the left vector for P) and the
+    count c(x) of each history; histories tied at the top loading are listed by decreasing c(x)
+    (:meth:`EmpiricalModes.x_order`)."""
     cp = em.component(alpha, n_top, tie_rtol)
     c = em.counts
     side_y = "right" if em.operator == "conditional" else "left"
@@ -615,10 +631,10 @@ def component_table(em: EmpiricalModes, alpha: int, tokenizer, n_top: int = 8, t
     for i in range(n_top):
         yi, xi = cp.y_top[i], cp.x_top[i]
         rows.append([i + 1, token_label(tokenizer, c.suffixes[yi]), f"{cp.y_loadings[i]:+.3f}",
-                     token_label(tokenizer, c.prefixes[xi]), f"{cp.x_loadings[i]:+.3g}"])
+                     token_label(tokenizer, c.prefixes[xi]), f"{cp.x_loadings[i]:+.3g}", f"{int(c.x_total[xi]):,}"])
     table = markdown_table(["rank", f"continuation y ({side_y} vector)", "loading",
-                            f"history x ({side_x} vector)", "loading"], rows,
-                           ["--:", ":--", "--:", ":--", "--:"])
+                            f"history x ({side_x} vector)", "loading", "c(x)"], rows,
+                           ["--:", ":--", "--:", ":--", "--:", "--:"])
     return head + "\n\n" + table
 
 
@@ -736,3 +752,68 @@ def load_token_stream(corpus: str, tokenizer: str, max_corpus_mb: float, seed: i
     train_idx, _ = text.split(heldout_fraction=0.1, seed=seed)
     tok = tokenization.get_tokenizer(tokenizer, corpus=text.subset(train_idx) if tokenizer.startswith("bpe:") else None)
     return text, tok, tokenization.encode_corpus(text, tok)
+
+
+# ---------------------------------------------------------------------------
+# 8. The statistics of §5.2 on real text, and a shuffled-corpus null model
+# ---------------------------------------------------------------------------
+
+def text_statistics(M_by_order: dict, P_sweep: EmpiricalModes, sweep_order, tie_rtol: float = 1e-2,
+                    n_tie_modes: int = 10, n_mass_modes: int = 20, overlap_cut: float = 0.7) -> dict:
+    """The numbers with which the book measures the paper's reading of its examples (§5.2, after
+    Example 5.8), from the top modes of M at every order (``M_by_order``: (k, l) → EmpiricalModes
+    of the weighted operator) and of the paper's smoothed P at the sweep order:
+
+    ``smoothed_max_tied``  most histories tied at the top x-loading among P's ``n_tie_modes`` leading modes
+    ``weighted_max_tied``  the same for M at the sweep order
+    ``median_y_mass``      median over M's ``n_mass_modes`` leading modes (sweep order) of the share
+                           of the y side on its dominant continuation
+    ``collective_fraction`` share of all computed modes of M, pooled over the orders, whose bigram
+                           overlap is at least ``overlap_cut``
+    One function for the corpus and for its null (:func:`shuffled_null`), so both are measured alike."""
+    sweep_order = tuple(sweep_order)
+    if sweep_order not in M_by_order:
+        raise ValueError(f"sweep_order {list(sweep_order)} must be one of the orders {[list(o) for o in M_by_order]}")
+    M = M_by_order[sweep_order]
+    max_tied = lambda E: max(E.component(a, tie_rtol=tie_rtol).n_tied for a in range(min(n_tie_modes, E.n_modes)))
+    overlaps = np.concatenate([E.bigram_overlaps() for E in M_by_order.values()])
+    return dict(smoothed_max_tied=int(max_tied(P_sweep)), weighted_max_tied=int(max_tied(M)),
+                median_y_mass=float(np.median([M.component(a, tie_rtol=tie_rtol).y_mass
+                                               for a in range(min(n_mass_modes, M.n_modes))])),
+                collective_fraction=float(np.mean(overlaps >= overlap_cut)))
+
+
+def shuffle_tokens(tokens, seed: int = 0) -> np.ndarray:
+    """The token stream in a uniformly random order (``seed``): same length, same token counts and
+    same document boundaries (positions), but no sequential structure — a 'random language of the
+    same size' whose every history is followed by draws from the unigram law."""
+    return np.random.default_rng(seed).permutation(np.asarray(tokens))
+
+
+def shuffled_null(tokens, doc_offsets, vocab_size, orders, sweep_order, n_shuffles: int, r: int = 100,
+                  alpha: float = 1.0, smoothing: str = "observed", tie_rtol: float = 1e-2, seed: int = 0) -> list[dict]:
+    """:func:`text_statistics` on ``n_shuffles`` shuffled copies of the corpus (:func:`shuffle_tokens`,
+    seeds seed, seed+1, …), counted and thresholded exactly as the corpus (``orders``: [k, l, t]),
+    with top-r modes of M at every order and of the smoothed P at the sweep order. One dict per
+    shuffle; orders whose thresholded matrix is too small for r modes use min(shape) − 1."""
+    if not (isinstance(n_shuffles, (int, np.integer)) and n_shuffles >= 1):
+        raise ValueError(f"n_shuffles must be an integer >= 1, got {n_shuffles!r}")
+    sweep_order = tuple(sweep_order)
+    if sweep_order not in [tuple(o[:2]) for o in orders]:
+        raise ValueError(f"sweep_order {list(sweep_order)} must be one of the orders {[list(o[:2]) for o in orders]}")
+    out = []
+    for i in range(int(n_shuffles)):
+        shuffled = shuffle_tokens(tokens, seed + i)
+        Ms, P = {}, None
+        for k, l, t in orders:
+            counts = count_sequences(shuffled, k, l, doc_offsets, vocab_size, t)
+            rr = min(r, min(counts.shape) - 1)
+            if rr < 1:
+                continue
+            Ms[(k, l)] = weighted_modes(counts, rr, seed=seed)
+            if (k, l) == sweep_order:
+                P = conditional_modes(counts, rr, alpha, smoothing, seed=seed)
+        if P is None:
+            raise ValueError(f"the shuffled corpus keeps too few histories at the sweep order {list(sweep_order)}")
+        out.append(text_statistics(Ms, P, sweep_order, tie_rtol))
+    return out

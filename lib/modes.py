@@ -533,6 +533,61 @@ class Modes:
             B = np.column_stack([B, res / np.linalg.norm(res)])
         return B
 
+    # -- the paper's literal ordering of mode pairs (§4.5) ---------------------------------
+    def constant_coordinates(self) -> np.ndarray:
+        """Coordinates of the constant function 1 in the features: 1 = Σ_α c_α φ_α with
+        c_α = σ_α ⟨u_α, 1⟩ (from Mᵀ1 = √q, i.e. Σ_y q(y|x) = 1), shape (n_modes,)."""
+        return self.sigma * self.u.sum(axis=0)
+
+    def literal_family_distance(self, chi: int) -> dict:
+        """How far the paper's literal truncation is from containing any conditional distribution.
+
+        §4.5 orders the mode pairs (α, β) (largest σ first) and keeps span{e_αβ : α < χ, all β}
+        (cutting inside a block α adds some e_{χβ}, which changes nothing below). A conditional
+        p(·|x) = Σ_{α<χ} φ_α(x) w_α has row sums Σ_α φ_α(x) ⟨w_α, 1⟩, so it exists iff the constant
+        1 lies in span{φ_α : α < χ}; then that span equals the book's H_χ (which adds 1 ⊗ u_β),
+        and otherwise P ∩ span{e_αβ : α < χ} is empty. Returns the L²(q) distance of 1 from the
+        span two ways: ``projection`` (least squares on the features) and ``spectral``
+        (√Σ_{α≥χ} c_α², :meth:`constant_coordinates`; needs all modes), and ``empty`` (distance >
+        ``1e-9``)."""
+        chi = self._check_chi(chi)
+        s = self._sqrt_q
+        B = self.v_tilde[:, :chi]
+        res = s - B @ (B.T @ s)
+        res -= B @ (B.T @ res)
+        proj = float(np.linalg.norm(res))                   # ‖1 − Π1‖ in L²(q) = Euclidean norm in ṽ-coordinates
+        spec = float(np.sqrt(np.sum(self.constant_coordinates()[chi:] ** 2))) if self.complete else float("nan")
+        return {"projection": proj, "spectral": spec, "empty": proj > 1e-9}
+
+    # -- Remark 4.11: the adjoint ---------------------------------------------------------
+    def adjoint_errors(self, n_random: int = 8, rng=0) -> dict:
+        """Remark 4.11 numerically. Q[y, x] = q(y|x) is C: V_k → R^{Σ^l} in the word bases; its
+        adjoint for ⟨·,·⟩_V on the domain and the dot product on the codomain is C† = G⁻¹Qᵀ with G
+        the Gram matrix ⟨e_x, e_x'⟩_V = δ/q(x), so C† = diag(q) Qᵀ. Then CC† = Q diag(q) Qᵀ = MMᵀ,
+        and the SVD of C between inner-product spaces is the SVD of M: C v_α = σ_α u_α and
+        C† u_α = σ_α v_α with v_α = diag(√q) ṽ_α (0 in exact arithmetic):
+
+        ``adjoint``   max over random a ∈ V_k, b ∈ R^{Σ^l} of |⟨Ca, b⟩ − ⟨a, C†b⟩_V| / (‖a‖_V ‖b‖)
+        ``gram``      max |CC† − MMᵀ| / σ_0²
+        ``triples``   max of |C v_α − σ_α u_α| and |C† u_α − σ_α v_α|_V over the modes"""
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        cond = self.conditional
+        Q = (cond.toarray() if sp.issparse(cond) else cond).T               # (|Σ^l|, |Σ^k|)
+        G = np.diag(1.0 / self.q_x)                                          # ⟨e_x, e_x'⟩_V
+        Cd = np.linalg.solve(G, Q.T)                                         # C† = G⁻¹ Qᵀ
+        worst = 0.0
+        for _ in range(n_random):
+            a, b = rng.standard_normal(Q.shape[1]), rng.standard_normal(Q.shape[0])
+            na = np.sqrt(self.inner_V(a, a))
+            worst = max(worst, abs(float(b @ (Q @ a)) - self.inner_V(a, Cd @ b)) / (na * np.linalg.norm(b)))
+        M = self.matrix
+        M = M.toarray() if sp.issparse(M) else M
+        gram = float(np.abs(Q @ Cd - M @ M.T).max() / self.sigma[0] ** 2)
+        V = self.v
+        t1 = np.abs(Q @ V - self.u * self.sigma).max()
+        t2 = np.abs((Cd @ self.u - V * self.sigma) / self._sqrt_q[:, None]).max()   # V-norm coordinates
+        return {"adjoint": float(worst), "gram": gram, "triples": float(max(t1, t2))}
+
     # -- features, checks and truncation diagnostics ------------------------------------
     def features(self, modes=None) -> np.ndarray:
         """The right singular functions φ_α(x) = ⟨v_α, e_x⟩_V = ṽ_α(x)/√q(x), shape (|Σ^k|, n):
@@ -870,3 +925,64 @@ def randomized_svd(A, r: int, n_oversamples: int = 10, n_iter: int = 8, rng=None
     Bt = A.T @ Q                                   # (QᵀA)ᵀ, n × ell
     Vb, s, UbT = np.linalg.svd(Bt, full_matrices=False)   # QᵀA = Ub s Vbᵀ
     return Q @ UbT.T[:, :r], s[:r], Vb[:, :r].T
+
+
+# ---------------------------------------------------------------------------
+# Remark 4.19: truncating each (k, l) separately, and the language condition
+# ---------------------------------------------------------------------------
+
+@dataclass
+class TruncatedFamily:
+    """``truncated_family``: the joints Ã_{k+l}(xy) = q(x) q^(χ)(y|x) of one language, each (k, l)
+    truncated on its own at the same cutoff χ, as tensors over Σ^{k+l} (``tensors[(k, l)]``).
+
+    ``language_violation``: for (k, l), (k', l') with k + l = k' + l' + 1, max |Σ_last Ã^{(k,l)} −
+    Ã^{(k',l')}| (Def. 3.2 between the truncated tensors); ``agreement``: for k + l = k' + l',
+    max |Ã^{(k,l)} − Ã^{(k',l')}| (two truncations of one A_n); ``truncation_size``: max over (k, l)
+    of |Ã − A| (how much truncation moved the joint, the scale to read the two against);
+    ``chi_used``: the cutoff solved per (k, l) (χ capped at the rank, raised past ties)."""
+
+    chi: int
+    tensors: dict
+    language_violation: dict
+    agreement: dict
+    truncation_size: float
+    chi_used: dict
+
+    @property
+    def max_violation(self) -> float:
+        vals = list(self.language_violation.values()) + list(self.agreement.values())
+        return float(max(vals)) if vals else 0.0
+
+
+def truncated_family(language, chi: int, orders) -> TruncatedFamily:
+    """Truncate every (k, l) of ``orders`` of a ``lib.languages`` language at the same χ (Def 4.16,
+    the book's Choice) and measure whether the truncated joints still form a language (Def 3.2),
+    as Remark 4.19 asks: the paper notes that truncating one (k, l) at a time ignores the language
+    condition that ties the A_n together. Histories with q(x) = 0 keep Ã = 0."""
+    orders = [tuple(int(v) for v in o) for o in orders]
+    if not orders or any(len(o) != 2 or min(o) < 1 for o in orders):
+        raise ValueError(f"orders must be a non-empty list of (k, l) with k, l >= 1, got {orders!r}")
+    V = int(language.alphabet_size)
+    tensors, used, size = {}, {}, 0.0
+    for k, l in orders:
+        joint = language.joint(k, l)
+        joint = joint.toarray() if sp.issparse(joint) else np.asarray(joint, dtype=np.float64)
+        m = Modes.from_joint(joint, zero_rows="drop")
+        c = m._check_chi(min(int(chi), m.n_modes))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            p, info = m.effective(c, return_info=True)
+        full = np.zeros_like(joint)
+        full[m.rows] = m.q_x[:, None] * p
+        tensors[(k, l)] = full.reshape((V,) * (k + l))
+        used[(k, l)] = info.chi_used
+        size = max(size, float(np.abs(full - joint).max()))
+    violation, agreement = {}, {}
+    for a in orders:
+        for b in orders:
+            if sum(a) == sum(b) + 1:
+                violation[(a, b)] = float(np.abs(tensors[a].sum(axis=-1) - tensors[b]).max())
+            elif sum(a) == sum(b) and a < b:
+                agreement[(a, b)] = float(np.abs(tensors[a] - tensors[b]).max())
+    return TruncatedFamily(int(chi), tensors, violation, agreement, size, used)

@@ -270,7 +270,8 @@ def test_context_snippets_finds_pairs_inside_documents_and_relaxes():
     c = collective_counts()
     modes = em.conditional_modes(c, 4, 0.0, "none", "lanczos")
     a = next(i for i in range(modes.n_modes) if modes.component(i).y_star == 0)
-    xi = int(np.argmax(np.abs(modes.x_function(a))))
+    xi = int(modes.x_order(a)[0])             # tied at the top (P(0|x) = 1 on S): the most frequent, c = 60
+    assert xi == 2
     x = int(c.prefixes[xi, 0])
     # x followed by 0 once across a document boundary (must not count) and twice inside
     tokens = np.array([5, x, 0, 7, 7, x, 0, 9, 9, x], dtype=np.int64)
@@ -311,7 +312,7 @@ def test_tables_escape_markdown_and_fences_are_safe():
     assert "component 1" in md and "left vector" in md and "right vector" in md
     rows = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(rows) == 2 + 3                # header, alignment, three rows
-    assert all(line.count("|") - line.count("\\|") == 6 for line in rows)
+    assert all(line.count("|") - line.count("\\|") == 7 for line in rows)      # … and the c(x) column
     tokens = np.array([3, 0, 0, 1, 0, 2, 0, 1, 1, 1, 4], dtype=np.int64)     # every tied history, then ``````…
     a = next(i for i in range(modes.n_modes) if modes.component(i).y_star == 0)
     search = em.context_snippets(tokens, [0], modes, a)
@@ -376,3 +377,76 @@ def test_planted_lemma_study_rows():
     assert len(rows) == 2 * 2 * 4
     assert max(r["sigma_error"] for r in rows) < 1e-12
     assert {r["language"] for r in rows} == {20, 21}
+
+
+def test_tied_histories_are_listed_by_count_and_the_table_shows_it():
+    c = collective_counts()                   # ({0, 1, 2}, 0) with c(x) = 40, 25, 60
+    modes = em.weighted_modes(c, 4, "lanczos")
+    a = next(i for i in range(modes.n_modes) if modes.component(i).y_star == 0)
+    order = modes.x_order(a)
+    assert list(order[:3]) == [2, 0, 1]        # tied at the top: most frequent first (not 0, 1, 2)
+    cp = modes.component(a, n_top=3, tie_rtol=1e-9)
+    assert list(cp.x_top) == [2, 0, 1]
+    md = em.component_table(modes, a, FakeTokenizer(), n_top=3)
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "rank" not in line][1:]
+    assert [r.split("|")[-2].strip() for r in rows] == ["60", "40", "25"]
+
+
+def test_snippet_history_is_chosen_by_the_singular_vector_not_the_function():
+    """History 0: c = 1000, followed by y* 900 times; history 1: c = 10, always y*. The function
+    ṽ/√q(x) is larger at the rare history 1, the singular vector ṽ at the frequent history 0."""
+    C = np.array([[900, 100, 0], [10, 0, 0], [0, 50, 400], [0, 300, 20]])
+    c = counts_from_matrix(C)
+    modes = em.weighted_modes(c, 2, "lanczos")
+    a = next(i for i in range(modes.n_modes) if modes.component(i).y_star == 0)
+    g, v = np.abs(modes.x_function(a)), np.abs(modes.x_vectors[:, a])
+    assert np.argmax(g) == 1 and np.argmax(v) == 0            # the two rules disagree here
+    tokens = np.array([0, 0, 1, 0, 0, 0], dtype=np.int64)
+    assert em.context_snippets(tokens, [0], modes, a).x_index == 0
+
+
+def structured_stream(n=60000, seed=0):
+    """Tokens 0..29 with collective bigrams: after any of 0..9 comes 10, after 11..15 comes 16;
+    the rest i.i.d. (a text with patterns)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(n, dtype=np.int64)
+    t = 20
+    for i in range(n):
+        t = 10 if t < 10 else 16 if 11 <= t <= 15 else int(rng.integers(0, 30))
+        out[i] = t
+    return out
+
+
+def test_shuffle_keeps_counts_and_is_seeded():
+    x = stream(1, n=500)
+    a, b = em.shuffle_tokens(x, 3), em.shuffle_tokens(x, 3)
+    assert np.array_equal(a, b) and not np.array_equal(a, em.shuffle_tokens(x, 4))
+    assert np.array_equal(np.bincount(a, minlength=7), np.bincount(x, minlength=7))
+
+
+def test_patterns_beat_the_shuffled_null_and_iid_text_does_not():
+    orders = [[1, 1, 5], [2, 1, 5]]
+    def stats(tokens):
+        Ms, P = {}, None
+        for k, l, t in orders:
+            c = em.count_sequences(tokens, k, l, [0], 30, t)
+            Ms[(k, l)] = em.weighted_modes(c, 8, "lanczos")
+            if (k, l) == (2, 1):
+                P = em.conditional_modes(c, 8, 1.0, "observed", "lanczos")
+        return em.text_statistics(Ms, P, (2, 1))
+    text = structured_stream()
+    real = stats(text)
+    null = em.shuffled_null(text, [0], 30, orders, (2, 1), 2, r=8, seed=0)
+    assert len(null) == 2 and set(null[0]) == set(real)
+    top = {key: max(n[key] for n in null) for key in real}
+    assert real["weighted_max_tied"] >= top["weighted_max_tied"] + 1        # must pass: patterns tie histories
+    assert real["collective_fraction"] > top["collective_fraction"] + 0.05
+    iid = stream(2, n=60000, vocab=30)
+    flat = stats(iid)
+    flat_null = em.shuffled_null(iid, [0], 30, orders, (2, 1), 2, r=8, seed=0)
+    assert flat["collective_fraction"] <= max(n["collective_fraction"] for n in flat_null) + 0.05   # must fail to beat it
+    assert flat["weighted_max_tied"] < real["weighted_max_tied"]
+    with pytest.raises(ValueError, match="n_shuffles"):
+        em.shuffled_null(text, [0], 30, orders, (2, 1), 0)
+    with pytest.raises(ValueError, match="sweep_order"):
+        em.shuffled_null(text, [0], 30, orders, (3, 1), 1)

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from lib import languages as L
-from lib.modes import Modes, randomized_svd
+from lib.modes import Modes, randomized_svd, truncated_family
 
 
 @pytest.fixture(scope="module")
@@ -423,3 +423,51 @@ def test_effective_cuts_only_at_a_spectral_gap():
     np.testing.assert_allclose(q_inside, m.effective(end), atol=1e-12)
     # at the gap the answer does not depend on the basis chosen within the cluster
     np.testing.assert_allclose(rotated.effective(end), m.effective(end), atol=1e-9)
+
+
+def test_remark_4_11_adjoint_holds_and_fails_for_a_wrong_form(markov, hmm, planted):
+    for m in all_modes(markov, hmm, planted):
+        e = m.adjoint_errors(rng=0)
+        assert max(e.values()) < 1e-12, e
+    # must fail: the same checks with the form of V_k replaced by the dot product (q(x) → 1)
+    wrong = Modes.from_joint(L.random_markov_chain(3, 2, rng=0).joint(2, 1))
+    wrong.q_x = np.ones_like(wrong.q_x)
+    assert max(wrong.adjoint_errors(rng=0).values()) > 1e-3
+
+
+def test_literal_family_distance_two_ways_and_emptiness(markov, hmm):
+    for m in (markov, hmm):
+        assert m.literal_family_distance(0)["projection"] == pytest.approx(1.0)   # ‖1‖ in L²(q)
+        for chi in range(1, m.n_modes + 1):
+            d = m.literal_family_distance(chi)
+            assert abs(d["projection"] - d["spectral"]) < 1e-12
+        assert not m.literal_family_distance(m.rank)["empty"]                    # 1 in the span at full rank
+        assert m.literal_family_distance(1)["empty"]                             # generic: empty below
+    # the constant's coordinates σ_α⟨u_α, 1⟩ rebuild √q in ṽ-coordinates (Mᵀ1 = √q)
+    c = markov.constant_coordinates()
+    assert np.abs(markov.v_tilde @ c - np.sqrt(markov.q_x)).max() < 1e-12
+    # must fail: a perturbed coordinate gives a different spectral distance
+    assert abs(np.sqrt(np.sum((c[1:] * 1.1) ** 2)) - markov.literal_family_distance(1)["projection"]) > 1e-4
+
+
+def test_literal_family_matches_choice_when_nonempty():
+    """A language whose continuation vectors below the top mode sum to zero: the constant is the top
+    feature, the literal family is non-empty and equals H_χ, so q^(χ) is the same."""
+    joint = np.array([[0.2, 0.05], [0.05, 0.2], [0.25, 0.25]])     # q(y) uniform: u_0 ∝ 1
+    m = Modes.from_joint(joint)
+    assert not m.literal_family_distance(1)["empty"]
+    assert m.family_residual(m.effective(1), 1) < 1e-9
+
+
+def test_truncated_family_is_a_language_only_without_truncation():
+    lang = L.random_markov_chain(3, 1, rng=3)
+    full = truncated_family(lang, 3, [(1, 1), (1, 2), (2, 1)])
+    assert full.truncation_size < 1e-12 and full.max_violation < 1e-12      # no truncation: a language
+    cut = truncated_family(lang, 1, [(1, 1), (1, 2), (2, 1)])
+    assert cut.truncation_size > 1e-4 and cut.max_violation > 1e-4         # truncated separately: not one
+    # Σ_last Ã_3^(2,1) = A_2 exactly, so that violation is the (1,1) truncation's change to A_2
+    A2 = lang.joint(1, 1)
+    expected = np.abs(cut.tensors[(1, 1)] - A2).max()
+    assert cut.language_violation[((2, 1), (1, 1))] == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="orders"):
+        truncated_family(lang, 1, [(0, 1)])
