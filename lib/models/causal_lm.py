@@ -389,7 +389,8 @@ class CausalLM:
             local_files_only = _env_offline() or not _hub_reachable()
 
         try:
-            config = AutoConfig.from_pretrained(name, local_files_only=local_files_only)
+            config = AutoConfig.from_pretrained(name, local_files_only=local_files_only,
+                                                revision=kwargs.get("revision"))
         except (OSError, ValueError) as err:
             if is_local or not isinstance(err, OSError):
                 raise FileNotFoundError(f"{name!r} is not a saved model directory (no readable config.json): {err}") from None
