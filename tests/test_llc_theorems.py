@@ -229,3 +229,119 @@ def test_positions_with_the_same_bigrams_have_the_same_llc():
     assert np.array_equal(same, other) and res.init_loss[0] == res.init_loss[1]
     assert not np.array_equal(res.results[2].per_chain, res.results[3].per_chain)
     assert not np.array_equal(res.results[4].per_chain, same)
+
+
+# ----- the (χ, β) grid: per-history loss, one batched state, measurements along the run ------
+
+_DIAL = dict(gamma=500.0, chains=3, draws=40, burn_in=10, seed=2)
+
+
+@pytest.fixture(scope="module")
+def small_model(ladder):
+    return cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
+
+
+@pytest.fixture(scope="module")
+def small_dial(ladder, small_model):
+    return th.resolution_dial(small_model, ladder, chis=[1, 2, ladder.modes.rank], nbetas=[30.0, 60.0], n=300,
+                              eps_nbeta=3e-3, snapshots=4, **_DIAL)
+
+
+def test_history_data_reproduce_the_empirical_losses(ladder, small_model):
+    n = 500
+    rows, W = th.history_data(ladder, [2], n, seed=3)
+    r, y_q, y_2 = ladder.coupled_sample(n, 3, ins.effective(ladder.modes, 2))
+    assert torch.equal(rows, torch.as_tensor(np.unique(r))) and W.shape == (2, len(rows), ladder.n_cols)
+    with torch.no_grad():
+        direct = [float(th.nll(small_model, (torch.as_tensor(r), torch.as_tensor(c))).mean()) for c in (y_q, y_2)]
+        per_history = [float(th.history_nll(small_model, (rows, W[j])).mean()) for j in range(2)]
+    assert np.allclose(direct, per_history, rtol=0, atol=1e-12)
+    assert abs(direct[0] - direct[1]) > 1e-4
+
+
+def test_the_grid_reproduces_lib_llc_coupled_targets(ladder, small_model, small_dial):
+    """Same start, same noise, same chains as lib.llc's coupled sampler (per temperature, on the pairs
+    loss), up to rounding: the per-history loss and the batching change nothing else."""
+    chis = small_dial.chis
+    x, y, w = th.weighted_pairs(ladder, chis, 300, seed=_DIAL["seed"])
+    datas = [(x, y, w[k]) for k in range(len(chis) + 1)]
+    for b, nb in enumerate(small_dial.nbetas):
+        res = llc.coupled_targets(small_model, th.weighted_nll, datas, nbeta=nb, eps=3e-3 / nb, batch_size=len(x),
+                                  progress=False, snapshots=4, **_DIAL)
+        ref = np.stack([res.results[0].per_chain - r.per_chain for r in res.results[1:]])
+        assert np.allclose(small_dial.diff[b], ref, rtol=0, atol=1e-9)
+        assert np.allclose(small_dial.separation[b], res.separation, rtol=0, atol=1e-12)
+        assert np.allclose(small_dial.positions[b], res.positions, rtol=0, atol=1e-12)
+        assert small_dial.llc_q[b] == pytest.approx(res.results[0].llc, abs=1e-9)
+    assert small_dial.snapshot_steps == res.snapshot_steps
+    # χ = rank: q itself; the two chains sit in different rows of one batched state, whose vectorised
+    # transcendental functions may round differently by an ulp, so identical up to rounding
+    assert small_dial.separation[:, -1].max() < 1e-14 and small_dial.separation[:, 0].max() > 1e-6
+    assert np.all(small_dial.divergent == 0)
+
+
+def test_one_chain_of_the_grid_alone(ladder, small_model, small_dial):
+    """chain_ids runs chain c of a larger run by itself, with that chain's noise."""
+    rows, W = th.history_data(ladder, [1], 300, _DIAL["seed"])
+    kw = {k: v for k, v in _DIAL.items() if k != "chains"}
+    r = th.grid_chains(small_model, rows, W, nbetas=[60.0], eps=[3e-3 / 60.0], chains=1, chain_ids=[2],
+                       noise_chains=3, **kw)
+    assert r["per_chain"][0, 0, 0] - r["per_chain"][0, 1, 0] == pytest.approx(small_dial.diff[1, 0, 2], abs=1e-9)
+    with pytest.raises(ValueError, match="chain_ids"):
+        th.grid_chains(small_model, rows, W, nbetas=[60.0], eps=[5e-5], chains=1, chain_ids=[3], noise_chains=3, **kw)
+
+
+def test_measurements_along_the_run_are_the_gradients_they_name(ladder, small_model, small_dial):
+    """δ_t, s_t and the gap at a kept step equal the quantities computed directly at the kept positions."""
+    fs = th._target_losses(small_model, small_dial.data)
+    b, j, c, i = 1, 0, 1, 1
+    t = small_dial.snapshot_steps[i]
+    w_q = torch.as_tensor(small_dial.positions[b, 0, c, i])
+    w_chi = torch.as_tensor(small_dial.positions[b, j + 1, c, i])
+    g = torch.func.grad
+    delta = float((g(fs[0])(w_q) - g(fs[j + 1])(w_q)).norm())
+    s = float((g(fs[j + 1])(w_q) - g(fs[j + 1])(w_chi)).norm())
+    gap = abs(float(fs[0](w_chi) - fs[j + 1](w_chi)))
+    st = small_dial.steps
+    assert st["delta"][b, j, c, t] == pytest.approx(delta, rel=1e-9)
+    assert st["lipschitz"][b, j, c, t] == pytest.approx(s, rel=1e-9)
+    assert st["gap"][b, j, c, t] == pytest.approx(gap, rel=1e-9, abs=1e-15)
+    assert st["sep_all"][b, j, c, t] == pytest.approx(float((w_q - w_chi).norm()), rel=1e-12)
+    assert st["delta"][:, -1].max() < 1e-12 and st["delta"][:, 0].min() > 1e-6
+    assert np.array_equal(st["sep_all"][..., small_dial.settings["burn_in"] + 1:], small_dial.separation)
+
+
+def test_one_step_inequality_holds_and_fails_when_broken(small_dial):
+    gamma, eps_nbeta = _DIAL["gamma"], 3e-3
+    assert th.one_step_violations(small_dial, gamma, eps_nbeta) == 0
+    import copy
+    shrunk = copy.deepcopy(small_dial)
+    shrunk.steps["delta"] *= 0.5                             # a δ_t too small for what the chains did
+    assert th.one_step_violations(shrunk, gamma, eps_nbeta) > 0
+    noisy = copy.deepcopy(small_dial)
+    noisy.steps["sep_all"][..., 1:] *= 1.5                  # separations an uncoupled pair would show
+    assert th.one_step_violations(noisy, gamma, eps_nbeta) > 0
+
+
+def test_measure_constants_takes_the_run_maxima(small_model, small_dial):
+    cst = th.measure_constants(small_model, small_dial)
+    st = small_dial.steps
+    assert np.allclose(cst["delta"], st["delta"].max(axis=(2, 3)), rtol=0, atol=0)
+    assert np.allclose(cst["eps"], st["gap"].max(axis=(2, 3)), rtol=0, atol=0)
+    assert cst["K"] >= st["grad_q"].max() and cst["M"] > 0 and 0 < cst["M_secant"] < np.inf
+
+
+@pytest.mark.parametrize("bad, match", [({"chis": [0]}, "chis"), ({"burn_in": 40}, "burn_in"),
+                                        ({"nbetas": [-1.0]}, "nbetas"), ({"chains": 1}, "chains")])
+def test_resolution_dial_rejects_bad_input_before_sampling(ladder, small_model, bad, match):
+    kw = dict(chis=[1], nbetas=[30.0], n=300, eps_nbeta=3e-3, **_DIAL)
+    with pytest.raises(ValueError, match=f"parameter '{match}'"):
+        th.resolution_dial(small_model, ladder, **{**kw, **bad})
+
+
+def test_the_grid_runs_a_transformer(ladder):
+    """The dial's sampler on the GPT-NeoX conditional model (buffers, eager attention under vmap)."""
+    model = cm.build({"kind": "transformer", "hidden": 4, "layers": 1, "heads": 2}, ladder, seed=0).double()
+    d = th.resolution_dial(model, ladder, chis=[1, ladder.modes.rank], nbetas=[30.0], n=200, eps_nbeta=3e-3,
+                           gamma=500.0, chains=2, draws=6, burn_in=2, seed=0)
+    assert np.all(np.isfinite(d.diff)) and d.separation[0, 1].max() < 1e-14 and d.separation[0, 0].max() > 1e-8
