@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -353,7 +355,8 @@ def chi_star_interval(dial: Dial, threshold: float = 2.0, n_boot: int = 1000, se
 
 def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int, gamma: float, eps_nbeta: float,
                     chains: int, draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0,
-                    progress: bool = False, threads: int | None = 1) -> Dial:
+                    progress: bool = False, threads: int | None = 1, resume: bool = False,
+                    checkpoint_every: int = 50) -> Dial:
     """λ̂(q) − λ̂(q^(χ)) for every χ in ``chis`` and nβ in ``nbetas`` (Chen & Murfet §8).
 
     Every (nβ, target, chain) is one row of a single (rows, D) state, stepped by one vmapped
@@ -365,7 +368,11 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
     so that the drift's scale is the same at every temperature; nβ and ε are per-row scales.
     ``threads``: torch's intra-op threads while sampling (default 1: for models of a few
     thousand parameters more threads only add synchronisation, and on a busy machine their
-    spin-waiting made a step 25 times slower; None keeps the current setting)."""
+    spin-waiting made a step 25 times slower; None keeps the current setting).
+    ``resume``: keep the run in the book's cache (:mod:`lib.book.cache`), keyed by a hash of the
+    model (architecture and parameters), the per-history data and every setting; while it runs,
+    the sampler's whole state is saved every ``checkpoint_every`` steps, so an interrupted grid
+    continues from its last checkpoint with a bit-identical result (:func:`grid_chains`)."""
     chis = [int(c) for c in chis]
     nbetas = [float(v) for v in nbetas]
     for name, v, lo in (("chains", chains, 2), ("draws", draws, 1), ("burn_in", burn_in, 0), ("snapshots", snapshots, 0)):
@@ -379,9 +386,10 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
         raise ValueError(f"parameter 'nbetas' must hold finite numbers > 0; got {nbetas!r}")
     with torch_threads(threads) if threads else contextlib.nullcontext():
         rows, W = history_data(support, chis, n, seed)
-        run = grid_chains(model, rows, W, nbetas=nbetas, gamma=gamma, eps=[eps_nbeta / nb for nb in nbetas],
-                          chains=chains, draws=draws, burn_in=burn_in, seed=seed, device=device,
-                          snapshots=snapshots, progress=progress)
+        kw = dict(nbetas=nbetas, gamma=gamma, eps=[eps_nbeta / nb for nb in nbetas], chains=chains, draws=draws,
+                  burn_in=burn_in, seed=seed, device=device, snapshots=snapshots, progress=progress)
+        run = (_cached_grid(model, rows, W, checkpoint_every, **kw) if resume
+               else grid_chains(model, rows, W, **kw))
     B, J, C = len(nbetas), len(chis), chains
     per = run["per_chain"]                                                   # (B, J + 1, C)
     bad = run["first_bad"] >= 0
@@ -398,9 +406,42 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
                  "sep_all": sep_all, "grad_q": run["grad_q"]})
 
 
+def _tensor_digest(*tensors) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in tensors:
+        t = t.detach().cpu().contiguous()
+        h.update(str((tuple(t.shape), t.dtype)).encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict:
+    """:func:`grid_chains` as a resumable entry of the book's cache (see :func:`resolution_dial`)."""
+    import pickle
+
+    from .book import cache
+    from .book.device import resolve_device
+
+    params = {"model": repr(model), "weights": _tensor_digest(*model.state_dict().values()),
+              "data": _tensor_digest(rows, W), "checkpoint_every": int(checkpoint_every),
+              "device": resolve_device(kw["device"]).type,
+              **{k: v for k, v in kw.items() if k not in ("device", "progress")}}
+
+    def compute(workdir):
+        run = grid_chains(model, rows, W, workdir=Path(workdir), checkpoint_every=checkpoint_every, **kw)
+        (Path(workdir) / "run.pkl").write_bytes(pickle.dumps(run))
+        (Path(workdir) / "resume.pt").unlink(missing_ok=True)
+
+    entry = cache.cached("resolution-dial", params, compute, fmt="dir", sources=[grid_chains])
+    return pickle.loads((Path(entry) / "run.pkl").read_bytes())
+
+
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
                 draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0, progress: bool = False,
-                chain_ids=None, noise_chains: int | None = None) -> dict:
+                chain_ids=None, noise_chains: int | None = None, workdir: Path | None = None,
+                checkpoint_every: int = 50) -> dict:
     """SGLD (MATH.md §6) for K = W.shape[0] targets × B = len(nbetas) temperatures × ``chains``
     chains at once, full batch, with the per-history loss of :func:`history_nll` (target 0 is q).
 
@@ -413,7 +454,11 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     separations from q's chains at every step (``sep_all[b, k−1, c, t]``, t = 0..draws), the
     per-step measurements, and snapshots of positions. ``chain_ids`` (with ``noise_chains``, the
     number of chains of the run being reproduced) runs only those chains of a larger run: the
-    noise is drawn for ``noise_chains`` chains, as that run draws it, and rows ``chain_ids`` used."""
+    noise is drawn for ``noise_chains`` chains, as that run draws it, and rows ``chain_ids`` used.
+    ``workdir``: the whole state (positions, traces, measurements, the noise generator) is saved
+    to ``workdir/resume.pt`` every ``checkpoint_every`` steps (written atomically), and a run
+    that finds one continues from it; the result is bit-identical to an uninterrupted run
+    (``resumed_from``: the step it continued from, 0 for a fresh start)."""
     from torch.func import functional_call, grad, vmap
 
     from .book.device import resolve_device
@@ -422,6 +467,8 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     device = resolve_device(device)
     nbetas = [float(v) for v in nbetas]
     eps = [float(v) for v in eps]
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
+        raise ValueError(f"parameter 'checkpoint_every' must be an integer >= 1; got {checkpoint_every!r}")
     K, H, V = W.shape
     B, C = len(nbetas), int(chains)
     J = K - 1
@@ -479,9 +526,30 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     gbuf = torch.empty_like(state)
     gm, gp = gbuf[:R].view(B, K, C, D), gbuf[R:].view(B, J, C, D)
     work = torch.empty(B, J, C, D, **col)
-    bar = progress_bar(desc="coupled SGLD chain-steps", total=R * draws) if progress else None
+    arrays = {"state": state, "trace": trace, "first_bad": first_bad, "grad_q": grad_q, "sep_all": sep_all,
+              **{"meas_" + k: v for k, v in meas.items()}, **({"positions": positions} if snap else {})}
+    resume_path = Path(workdir) / "resume.pt" if workdir is not None else None
+    t_start, elapsed = 0, 0.0
+    if resume_path is not None and resume_path.exists():
+        saved = torch.load(resume_path, map_location=device, weights_only=True)
+        if set(saved["arrays"]) != set(arrays) or any(saved["arrays"][k].shape != v.shape for k, v in arrays.items()):
+            raise ValueError(f"{resume_path} holds the state of another run; delete it to start afresh")
+        for k, v in arrays.items():
+            v.copy_(saved["arrays"][k])
+        noise_gen.set_state(saved["noise_gen"].to(noise_gen.get_state().device))
+        t_start, elapsed = int(saved["t"]), float(saved["seconds"])
+
+    def save_state(t: int) -> None:
+        tmp = resume_path.with_name(resume_path.name + ".tmp")
+        torch.save({"t": t, "seconds": elapsed + time.perf_counter() - start, "noise_gen": noise_gen.get_state(),
+                    "arrays": arrays}, tmp)
+        os.replace(tmp, resume_path)
+
+    bar = progress_bar(desc="coupled SGLD chain-steps", total=R * draws, initial=R * t_start) if progress else None
     start = time.perf_counter()
-    for t in range(draws + 1):
+    for t in range(t_start, draws + 1):
+        if resume_path is not None and t > t_start and t % checkpoint_every == 0 and t < draws:
+            save_state(t)
         if t in snap:
             positions[:, :, :, snap[t]] = w
         if t == draws:
@@ -495,7 +563,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         meas["gap"][..., t] = (vq[:, 1:] - v[:, 1:]).abs()
         grad_q[..., t] = torch.linalg.vector_norm(gm[:, 0], dim=-1)
         bad = ~torch.isfinite(v) | ~torch.isfinite(torch.linalg.vector_norm(w, dim=-1))
-        first_bad = torch.where((first_bad < 0) & bad, torch.full_like(first_bad, t), first_bad)
+        first_bad.copy_(torch.where((first_bad < 0) & bad, torch.full_like(first_bad, t), first_bad))
         if t >= burn_in:
             trace[..., t - burn_in] = v
         noise = torch.randn(C if pick is None else noise_chains, D, generator=noise_gen, device=device,
@@ -511,14 +579,14 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         bar.close()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
+    seconds = elapsed + time.perf_counter() - start
     per_chain = np.asarray(nbetas)[:, None, None] * (trace.cpu().numpy().mean(axis=-1)
                                                      - np.asarray(init)[None, :, None])
     return {"per_chain": per_chain, "first_bad": first_bad.cpu().numpy(), "init_loss": init,
             "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(),
             **{k: v.cpu().numpy() for k, v in meas.items()},
             "positions": positions.cpu().numpy() if snap else None,
-            "snapshot_steps": steps_at, "seconds": seconds}
+            "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start}
 
 
 def monotone_verdict(chi_stars, intervals) -> str:

@@ -345,3 +345,64 @@ def test_the_grid_runs_a_transformer(ladder):
     d = th.resolution_dial(model, ladder, chis=[1, ladder.modes.rank], nbetas=[30.0], n=200, eps_nbeta=3e-3,
                            gamma=500.0, chains=2, draws=6, burn_in=2, seed=0)
     assert np.all(np.isfinite(d.diff)) and d.separation[0, 1].max() < 1e-14 and d.separation[0, 0].max() > 1e-8
+
+
+def _grid_kwargs():
+    return dict(nbetas=[30.0, 60.0], eps=[3e-3 / 30.0, 3e-3 / 60.0], snapshots=4, **_DIAL)
+
+
+def _same_run(a, b):
+    keys = ("per_chain", "first_bad", "sep_all", "grad_q", "delta", "lipschitz", "gap", "positions")
+    return all(np.array_equal(a[k], b[k]) for k in keys)
+
+
+def test_an_interrupted_grid_resumes_bit_identically(ladder, small_model, tmp_path, monkeypatch):
+    """The grid saves its whole state every checkpoint_every steps, atomically; killed while writing the
+    second checkpoint (step 20), a rerun continues from the last complete one (step 10) and ends
+    bit-identical to an uninterrupted run."""
+    rows, W = th.history_data(ladder, [1, 2], 300, _DIAL["seed"])
+    whole = th.grid_chains(small_model, rows, W, **_grid_kwargs())
+    assert whole["resumed_from"] == 0
+    real_save, saves = torch.save, []
+
+    def crash_after_two(obj, path, *a, **k):
+        real_save(obj, path, *a, **k)
+        saves.append(obj["t"])
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(torch, "save", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        th.grid_chains(small_model, rows, W, workdir=tmp_path, checkpoint_every=10, **_grid_kwargs())
+    monkeypatch.setattr(torch, "save", real_save)
+    assert saves == [10, 20] and (tmp_path / "resume.pt").exists()
+    resumed = th.grid_chains(small_model, rows, W, workdir=tmp_path, checkpoint_every=10, **_grid_kwargs())
+    assert resumed["resumed_from"] == 10
+    assert _same_run(resumed, whole)
+    # must fail: a run resumed from a state whose noise generator was not restored differs
+    state = torch.load(tmp_path / "resume.pt", weights_only=True)
+    state["noise_gen"] = torch.Generator().manual_seed(123).get_state()
+    torch.save(state, tmp_path / "resume.pt")
+    other = th.grid_chains(small_model, rows, W, workdir=tmp_path, checkpoint_every=10, **_grid_kwargs())
+    assert other["resumed_from"] > 0 and not _same_run(other, whole)
+
+
+def test_a_resume_state_of_another_run_is_refused(ladder, small_model, tmp_path):
+    rows, W = th.history_data(ladder, [1, 2], 300, _DIAL["seed"])
+    kw = _grid_kwargs()
+    th.grid_chains(small_model, rows, W, workdir=tmp_path, checkpoint_every=10, **{**kw, "draws": 25})
+    assert (tmp_path / "resume.pt").exists()   # the finished run's last checkpoint, at step 20
+    with pytest.raises(ValueError, match="another run"):
+        th.grid_chains(small_model, rows, W, workdir=tmp_path, checkpoint_every=10, **kw)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        th.grid_chains(small_model, rows, W, checkpoint_every=0, **kw)
+
+
+def test_a_resumable_dial_equals_the_plain_one_and_is_kept(ladder, small_model, small_dial, tmp_path, monkeypatch):
+    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path))
+    kw = dict(chis=[1, 2, ladder.modes.rank], nbetas=[30.0, 60.0], n=300, eps_nbeta=3e-3, snapshots=4, **_DIAL)
+    first = th.resolution_dial(small_model, ladder, resume=True, checkpoint_every=15, **kw)
+    assert np.array_equal(first.diff, small_dial.diff) and np.array_equal(first.separation, small_dial.separation)
+    entries = list((tmp_path).rglob("run.pkl"))
+    assert len(entries) == 1 and not list(tmp_path.rglob("resume.pt"))
+    again = th.resolution_dial(small_model, ladder, resume=True, checkpoint_every=15, **kw)
+    assert again.seconds == first.seconds and np.array_equal(again.diff, first.diff)   # read back, not rerun
