@@ -391,6 +391,15 @@ def _plain_kv_cache(cache) -> bool:
                     and layer.keys.ndim == 4 and layer.values.ndim == 4 for layer in cache.layers))
 
 
+def _remember(model, key: str, ok: bool) -> bool:
+    """Keep a probe's verdict on the model (as attribute ``key``), where the model takes attributes."""
+    try:
+        setattr(model, key, ok)
+    except AttributeError:  # pragma: no cover - a frozen wrapper
+        pass
+    return ok
+
+
 def _padding_supported(model) -> bool:
     """Probe once per model: a plain key/value cache, and left-padded histories that give the same
     entries as unpadded ones on a two-history example (so a backbone that ignored the attention
@@ -412,11 +421,7 @@ def _padding_supported(model) -> bool:
             ok = bool(np.isfinite(padded).all() and np.abs(padded - alone).max() <= 1e-4)
     except (TypeError, ValueError, RuntimeError, AttributeError, IndexError):
         ok = False
-    try:
-        setattr(model, key, ok)
-    except AttributeError:  # pragma: no cover - a frozen wrapper
-        pass
-    return ok
+    return _remember(model, key, ok)
 
 
 def _shared_history_cache(kv, B: int):
@@ -652,11 +657,7 @@ def _last_position_supported(model) -> bool:
                     break
         except (TypeError, ValueError, RuntimeError, AttributeError, IndexError):
             ok = False
-    try:
-        setattr(model, key, ok)
-    except AttributeError:  # pragma: no cover - a frozen wrapper
-        pass
-    return ok
+    return _remember(model, key, ok)
 
 
 def _block_rows(model, histories, futures, idx, cols, centered, batch_tokens, fast: bool = False) -> np.ndarray:
