@@ -189,3 +189,20 @@ def test_a_run_prints_no_kernel_noise(tmp_path):
     assert (tmp_path / "out" / "records" / "hilbert.json").is_file()  # a relative --out is the reader's folder
     proc, _ = run_cli("report", "--records", str(tmp_path / "out"))
     assert "hilbert.lemma-4-5" in proc.stdout and "not run" in proc.stdout
+
+
+@pytest.mark.parametrize("bad, good", [
+    ({"parity_compare_n": 30}, {"parity_compare_n": 23}),
+    ({"parity_compare_eps": 1.0}, {"parity_compare_eps": 0.3}),
+    ({"scaling_eps": [1.5]}, {"scaling_eps": [0.4, 0.2]}),
+    ({"grid_eps": [0.3, 0.0]}, {"grid_eps": [0.3]}),
+    ({"horizon_T": [8, 12]}, {"horizon_T": [8, 12, 16]}),
+    ({"scaling_alphabet": [1, 3]}, {"scaling_alphabet": [2, 3]}),
+])
+def test_isan_ranges_are_refused_before_the_kernel_starts(bad, good):
+    """ISAN learning's accuracies, parity length and fitted axes are checked by the runner, each both ways."""
+    isan = chapters()["isan"]
+    name = next(iter(bad))
+    with pytest.raises(ParameterError, match=f"parameter '{name}'"):
+        check_parameters(isan, bad)
+    check_parameters(isan, good)
