@@ -49,6 +49,7 @@ from torch import nn
 
 from . import llc
 from .book.device import torch_threads
+from .book.parameters import integer_at_least
 from .conditional_models import Support
 from .insensitivity import effective
 
@@ -376,8 +377,7 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
     chis = [int(c) for c in chis]
     nbetas = [float(v) for v in nbetas]
     for name, v, lo in (("chains", chains, 2), ("draws", draws, 1), ("burn_in", burn_in, 0), ("snapshots", snapshots, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"parameter '{name}' must be an integer >= {lo}; got {v!r}")
+        integer_at_least(name, v, lo)
     if burn_in >= draws:
         raise ValueError(f"parameter 'burn_in' must be below 'draws' ({draws}); got {burn_in}")
     if not chis or any(not 1 <= c <= support.modes.rank for c in chis):
@@ -467,8 +467,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     device = resolve_device(device)
     nbetas = [float(v) for v in nbetas]
     eps = [float(v) for v in eps]
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 1:
-        raise ValueError(f"parameter 'checkpoint_every' must be an integer >= 1; got {checkpoint_every!r}")
+    integer_at_least("checkpoint_every", checkpoint_every, 1)
     K, H, V = W.shape
     B, C = len(nbetas), int(chains)
     J = K - 1
