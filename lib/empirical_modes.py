@@ -563,7 +563,8 @@ def context_snippets(tokens, doc_offsets, em: EmpiricalModes, alpha: int, n_snip
                      cuts=(0.1, 0.2, 0.3, 0.4, 0.5), seed: int = 0) -> SnippetSearch:
     """Occurrences in the corpus of component ``alpha`` (App. B): the history x with the largest
     |x-loading| in the Euclidean-unit x vector (U of P, ṽ of M: the singular vector itself, as
-    App. B; not the function ṽ/√q(x), which favours rare histories; ties to the more frequent x) followed by a continuation y whose |y-loading| is within ``cut`` of the largest
+    App. B; not the function ṽ/√q(x), which favours rare histories; ties to the more frequent x)
+    followed by a continuation y whose |y-loading| is within ``cut`` of the largest
     (cut = 10%, relaxed step by step to 50% until some occurrence is found), with ``width`` tokens
     of context on each side, clipped to the document. Snippets are drawn at random (``seed``)."""
     tokens = np.asarray(tokens)
