@@ -44,6 +44,7 @@ LLC theorems chapters; :func:`sweep` and :func:`plot_sweep` make calibration a c
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
@@ -54,12 +55,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from .book.batched_gemm import CpuBatchedGemm
 from .book.device import process_group, resolve_device
 from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
 from .known_llc import normal_crossing_llc, regular_llc, rrr_llc  # noqa: F401  (re-exported)
 
 LossFn = Callable[[nn.Module, tuple], torch.Tensor]
+
+
+CPU_GEMM_LAYOUT = True  # lib.book.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
 
 
 class LLCInputError(ValueError):
@@ -359,6 +364,9 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
         return step
 
     steps = [(make_loop if batching == "loop" else make_step)(w) for w in wrappers]
+    # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster
+    gemm = CpuBatchedGemm() if batching == "vmap" and torch.device(device).type == "cpu" and CPU_GEMM_LAYOUT \
+        else contextlib.nullcontext()
 
     half_eps = 0.5 * s.eps
     cheap_finite_check = torch.device(device).type == "cpu"
@@ -368,7 +376,8 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
     def potential_and_grad(k, w, idx):
         """(ε/2)·drift, the potential u and the loss at w; few passes over the (C, D) state."""
         batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
-        g, loss = steps[k](w, *batch)
+        with gemm:
+            g, loss = steps[k](w, *batch)
         diff = w - w0
         sq = torch.pow(diff, 2, out=squares[k]).sum(-1)
         u = s.nbeta * loss + 0.5 * s.gamma * sq

@@ -1,0 +1,97 @@
+"""lib.book.batched_gemm: every layout gives bmm's product; the mode rewrites what vmap makes of a Linear."""
+import numpy as np
+import pytest
+import torch
+
+from lib.book import batched_gemm
+from lib.book.batched_gemm import CpuBatchedGemm, batched_product, layout
+
+
+def _operands(chains, rows, inner, cols, *, shared_a=False, shared_b=False, a_transposed=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if shared_a:
+        a = torch.randn(rows, inner, generator=g).expand(chains, rows, inner)
+    elif a_transposed:  # a column-major view, as autograd's aᵀ in a backward
+        a = torch.randn(chains, inner, rows, generator=g).mT
+    else:
+        a = torch.randn(chains, rows, inner, generator=g)
+    b = torch.randn(inner, cols, generator=g).expand(chains, inner, cols) if shared_b else \
+        torch.randn(chains, inner, cols, generator=g)
+    return a, b
+
+
+CASES = {  # (chains, M, K, N, options) -> the layout the rule must pick
+    "shared input (full batch)": ((16, 200, 5, 3, dict(shared_a=True)), "shared"),
+    "few output columns": ((16, 200, 3, 5, {}), "transposed"),
+    "few columns, aᵀ view": ((16, 5, 200, 3, dict(a_transposed=True)), "transposed"),
+    "shared b stays bmm": ((16, 3, 200, 5, dict(shared_b=True)), "bmm"),
+    "wide output stays bmm": ((16, 200, 8, 64, {}), "bmm"),
+    "square stays bmm": ((4, 32, 32, 32, {}), "bmm"),
+    "one chain, shared stride": ((1, 50, 4, 2, dict(shared_a=True)), "transposed"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_layout_gives_bmm_product(name):
+    (c, m, k, n, opts), expected = CASES[name]
+    a, b = _operands(c, m, k, n, **opts)
+    assert layout(a, b) == expected
+    out = batched_product(a, b)
+    assert out.shape == (c, m, n)
+    torch.testing.assert_close(out, torch.bmm(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_wrong_layout_is_caught(monkeypatch):
+    """The comparison above fails on a mutant that forgets to transpose back, or misorders the stack."""
+    a, b = _operands(16, 200, 3, 5)
+
+    def forgets(a, b, how=None):
+        return torch.bmm(b.mT, a.mT).reshape(a.shape[0], a.shape[1], b.shape[2])
+
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(forgets(a, b), torch.bmm(a, b), rtol=1e-5, atol=1e-5)
+    a, b = _operands(16, 200, 5, 3, shared_a=True)
+    c, m, k = a.shape
+    misordered = torch.mm(a[0], b.permute(1, 0, 2).reshape(k, c * 3)).view(c, m, 3)  # (M, C, N) read as (C, M, N)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(misordered, torch.bmm(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_mode_rewrites_vmapped_linear_and_keeps_gradients():
+    """vmap(grad) of a two-layer linear model on a shared full batch: same gradients, products rewritten."""
+    from torch.func import functional_call, grad, vmap
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 3, bias=False), torch.nn.Linear(3, 5, bias=False))
+    x, y = torch.randn(300, 5), torch.randn(300, 5)
+    params = {k: v.detach() + 0.1 * torch.randn(16, *v.shape) for k, v in model.named_parameters()}
+
+    def loss(p, x, y):
+        return ((functional_call(model, p, (x,)) - y) ** 2).mean()
+
+    step = vmap(grad(loss), in_dims=(0, None, None))
+    plain = step(params, x, y)
+    mode = CpuBatchedGemm()
+    with mode:
+        fast = step(params, x, y)
+    assert mode.rewritten >= 3  # the forward's shared input and two few-column products of the backward
+    for k in plain:
+        torch.testing.assert_close(fast[k], plain[k], rtol=1e-5, atol=1e-6)
+    with mode:  # and bit-identical from one call to the next: the rule never looks at timings
+        again = step(params, x, y)
+    for k in plain:
+        assert torch.equal(again[k], fast[k])
+
+
+def test_estimator_same_llc_with_and_without_layouts(monkeypatch):
+    from lib import known_llc, llc
+
+    p = known_llc.rrr_problem(5, 3, 5, 0, n=200)
+    kw = dict(gamma=1.0, eps=5e-4, chains=8, draws=120, burn_in=20, batch_size=200, seed=0, device="cpu",
+              progress=False)
+    fast = llc.estimate_llc(p.model, known_llc.squared_error, p.data, **kw)
+    monkeypatch.setattr(llc, "CPU_GEMM_LAYOUT", False)
+    plain = llc.estimate_llc(p.model, known_llc.squared_error, p.data, **kw)
+    np.testing.assert_allclose(fast.per_chain, plain.per_chain, rtol=1e-4)
+    assert fast.llc == pytest.approx(plain.llc, rel=1e-5)
+    assert batched_gemm.FEW_COLUMNS == 8
