@@ -22,7 +22,9 @@ w* and data (trained/built once here, saved to a temporary .pt that every side l
     batch 32, ε = 1e-4, γ = 100, nβ = n/ln n with n = 4096 (goal ≥ 1.5× the faster
     devinterp). Reported: the fraction of the machine's fp32 matmul peak (a large
     torch.matmul) that ours reaches, with FLOPs per chain-step counted by
-    torch.utils.flop_counter on one forward + backward.
+    torch.utils.flop_counter on one forward + backward; and the eager ceiling, bare forward +
+    backward steps/s of the same model with no sampler, as --tf-ranks concurrent processes
+    and as one process of --threads threads (no eager-PyTorch sampler can beat it).
 
 Every side runs in its own subprocess with the same torch thread count (OMP_NUM_THREADS
 and torch.set_num_threads = --threads), except ours on the transformer and the headline
@@ -205,6 +207,47 @@ def worker(spec: dict) -> dict:
         peak_rss_bytes=rss, disk_bytes=disk)
 
 
+def plain_worker(spec: dict) -> dict:
+    """The eager ceiling: bare forward + backward of the transformer on fresh minibatches (no sampler)."""
+    import torch
+
+    from tiny_transformer import TinyTransformer, per_sequence_loss
+
+    torch.set_num_threads(spec["threads"])
+    blob = torch.load(spec["data"], weights_only=True)
+    model = TinyTransformer(**blob["config"])
+    model.load_state_dict(blob["state_dict"])
+    tokens, gen = blob["tokens"], torch.Generator().manual_seed(0)
+    times = []
+    for i in range(spec["steps"] + 5):
+        batch = tokens[torch.randint(0, tokens.shape[0], (spec["batch_size"],), generator=gen)]
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        per_sequence_loss(model, batch).mean().backward()
+        if i >= 5:  # the first steps warm the allocator
+            times.append(time.perf_counter() - t0)
+    return dict(steps_per_s=1.0 / sorted(times)[len(times) // 2], threads=spec["threads"])
+
+
+def eager_ceiling(data: str, batch_size: int, threads: int, ranks: int, steps: int = 40) -> dict:
+    """Steps/s of bare forward + backward: ``ranks`` concurrent processes of threads/ranks threads (summed), and one
+    process of ``threads`` threads; what any sampler built on eager PyTorch can at most reach on these cores."""
+    me = Path(__file__).resolve()
+
+    def launch(t):
+        spec = dict(data=data, batch_size=batch_size, threads=t, steps=steps)
+        env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t))
+        return subprocess.Popen([sys.executable, str(me), "--plain", json.dumps(spec)], stdout=subprocess.PIPE,
+                                text=True, env=env, cwd=ROOT)
+
+    def rate(procs):
+        return sum(json.loads(p.communicate()[0].strip().splitlines()[-1])["steps_per_s"] for p in procs)
+
+    split = rate([launch(threads // ranks) for _ in range(ranks)])
+    whole = rate([launch(threads)])
+    return dict(split_steps_per_s=split, one_process_steps_per_s=whole, ranks=ranks, threads=threads)
+
+
 def run_side(python: Path, script: Path, spec: dict, threads: int, extra=(), ranks: int = 1) -> dict:
     """One side in a subprocess; with ``ranks`` > 1 under ``torchrun`` (the library's multi-process split)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -276,9 +319,13 @@ def main(argv=None) -> int:
                     help="comma-separated subset of rrr,transformer (default both)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--plain", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally`s: temporary files go
 
+    if args.plain is not None:
+        print(json.dumps(plain_worker(json.loads(args.plain))))
+        return 0
     if args.worker is not None:
         out = worker(json.loads(args.worker))
         if out is not None:  # under torchrun only rank 0 reports
@@ -412,6 +459,18 @@ def main(argv=None) -> int:
             notes.append(f"transformer ratio vs the faster devinterp ({best['side']}, "
                          f"{best['chain_steps_per_s']:.1f} chain-steps/s): {ours['ratio']:.2f}× "
                          f"(goal ≥ {args.min_tf_ratio:g}×)")
+            ceiling = eager_ceiling(tf["data"], args.tf_batch, args.threads, args.tf_ranks)
+            ceiling.update(ratio_split=ceiling["split_steps_per_s"] / best["chain_steps_per_s"],
+                           ours_fraction_of_split=ours["chain_steps_per_s"] / ceiling["split_steps_per_s"],
+                           best_devinterp_fraction_of_one_process=best["chain_steps_per_s"]
+                           / ceiling["one_process_steps_per_s"])
+            res["transformer_eager_ceiling"] = ceiling
+            notes.append(f"transformer eager ceiling (bare forward + backward, no sampler): {args.tf_ranks} processes "
+                         f"× {args.threads // args.tf_ranks} thread {ceiling['split_steps_per_s']:.1f} steps/s "
+                         f"(= {ceiling['ratio_split']:.2f}× the faster devinterp; ours reaches "
+                         f"{100 * ceiling['ours_fraction_of_split']:.0f} % of it), one process × {args.threads} threads "
+                         f"{ceiling['one_process_steps_per_s']:.1f} steps/s ({best['side']} reaches "
+                         f"{100 * ceiling['best_devinterp_fraction_of_one_process']:.0f} % of it)")
             if not ok:
                 failures.append(f"transformer {ours['ratio']:.2f}× < {args.min_tf_ratio:g}×")
     finally:

@@ -95,6 +95,30 @@ def normal_crossing_llc(k) -> LearningCoefficient:
     return LearningCoefficient(1 / (2 * top), k.count(top), "normal crossing")
 
 
+def normal_crossing_poles(k, count: int = 2) -> list[tuple[float, int]]:
+    """The first ``count`` poles (value, order) of the zeta function of K = ∏ w_i^{2k_i} with a smooth even prior.
+
+    ζ(z) = ∫ K(w)^z φ(w) dw factorises over the coordinates; with φ smooth and even in each
+    w_i only the even Taylor terms w_i^{2h} survive, and ∫₀ w^{2k z + 2h} dw has its pole at
+    z = −(2h + 1)/(2k) (Watanabe 2009, Remark 6.x on normal crossings). Written as positive
+    values: the poles are (2h + 1)/(2k_i), h = 0, 1, 2, …, and a value's order is the number of
+    coordinates i with a pole there. The first is (λ, m) of :func:`normal_crossing_llc`; the
+    second gives the rate at which the tempered mean E[nβ K] reaches λ
+    (:func:`lib.llc.extrapolate_nbeta`).
+    """
+    k = list(k)
+    normal_crossing_llc(k)
+    count = integer_at_least("count", count, 1)
+    from fractions import Fraction
+
+    order: dict = {}
+    for ki in k:  # each coordinate's first `count` poles suffice: later ones of it are larger
+        for h in range(count):
+            value = Fraction(2 * h + 1, 2 * ki)
+            order[value] = order.get(value, 0) + 1
+    return [(float(v), order[v]) for v in sorted(order)[:count]]
+
+
 def regular_llc(d: int) -> LearningCoefficient:
     """λ = d/2 of a regular model with d parameters (non-degenerate Fisher information)."""
     _dims(d=d)

@@ -709,7 +709,92 @@ def extrapolate_eps(results: Sequence[LLCResult]) -> tuple[float, float]:
     return float(coef[0]), float(math.sqrt(cov[0, 0]))
 
 
+@dataclass
+class NbetaExtrapolation:
+    """λ̂ at nβ → ∞ from estimates at several nβ (:func:`extrapolate_nbeta`).
+
+    ``llc`` ± ``se`` is the fitted limit λ̂₀; ``curve(nbeta)`` the fitted E[nβ K] at any nβ;
+    ``form`` the fitted expression in words; ``params`` every fitted coefficient."""
+
+    llc: float
+    se: float
+    form: str
+    params: np.ndarray
+    curve: Callable[[np.ndarray], np.ndarray]
+
+
+def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: float | None = None,
+                      gap_multiplicity: int = 1) -> NbetaExtrapolation:
+    """λ̂ at nβ → ∞ by fitting the asymptotic form of the tempered mean E[nβ K] in nβ.
+
+    With Z(s) = ∫ e^{−sK} φ(w) dw and s = nβ, E[sK] = −s d log Z / ds. Z has an expansion
+    Σ_j Σ_{l ≤ m_j} c_{jl} s^{−λ_j} (log s)^{l−1} over the poles λ_1 = λ < λ_2 < … of the
+    zeta function ∫ K^z φ (Watanabe 2009, Thm 6.1 and §6.2), hence
+
+    * multiplicity 1: E[sK] = λ + s^{−δ} (c₀ + c₁ log s + … + c_{m₂−1} (log s)^{m₂−1}) + …,
+      with δ = λ₂ − λ the ``gap`` to the next pole and m₂ its order (``gap_multiplicity``);
+    * multiplicity 2: Z ≈ s^{−λ} (c log s + c′), so E[sK] = λ − 1/(log s + a) + O(s^{−δ}):
+      the slow, logarithmic approach that makes multiplicity visible at any reachable nβ.
+
+    The first form is linear in its coefficients (weighted least squares); the second is
+    fitted by ``scipy.optimize.curve_fit``. Weights are 1/``ses``² (all 1 without them);
+    the standard error of λ̂₀ comes from the fit's covariance with the given s.e. taken as
+    absolute. Needs at least as many distinct nβ as coefficients.
+    """
+    from scipy.optimize import curve_fit
+
+    x = np.asarray(nbetas, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    sig = np.ones_like(y) if ses is None else np.maximum(np.asarray(ses, dtype=np.float64), 1e-300)
+    if x.shape != y.shape or sig.shape != y.shape or x.ndim != 1:
+        raise LLCInputError(f"parameters 'nbetas', 'values' and 'ses' must be 1-d of one length; got "
+                            f"{x.shape}, {y.shape}, {sig.shape}")
+    if not np.all(np.isfinite(x)) or np.any(x <= 1) or not np.all(np.isfinite(y)):
+        raise LLCInputError("parameters 'nbetas' must be finite and > 1, and 'values' finite")
+    multiplicity = _check_int("multiplicity", multiplicity, 1)
+    if multiplicity > 2:
+        raise LLCInputError(f"parameter 'multiplicity' must be 1 or 2 (the forms fitted here); got {multiplicity}")
+    log_x = np.log(x)
+    if multiplicity == 1:
+        if gap is None:
+            raise LLCInputError("parameter 'gap' (λ₂ − λ, the distance to the next pole) is needed at multiplicity 1")
+        gap = _check_positive("gap", gap)
+        gap_multiplicity = _check_int("gap_multiplicity", gap_multiplicity, 1)
+        n_coef = 1 + gap_multiplicity
+
+        def design(s):
+            s = np.asarray(s, dtype=np.float64)
+            return np.stack([np.ones_like(s)] + [s ** -gap * np.log(s) ** j for j in range(gap_multiplicity)], axis=-1)
+
+        form = "λ + nβ^(−δ)·(" + " + ".join(["c₀"] + [f"c{j}·log^{j} nβ" for j in range(1, gap_multiplicity)]) + \
+            f"), δ = {gap:.4g}"
+    else:
+        n_coef = 2
+        form = "λ − 1/(log nβ + a)"
+    if len(set(x.tolist())) < n_coef:
+        raise LLCInputError(f"parameter 'nbetas' must hold at least {n_coef} different values for the form {form}; "
+                            f"got {sorted(set(x.tolist()))}")
+    if multiplicity == 1:
+        X = design(x)
+        wts = 1.0 / sig ** 2
+        cov = np.linalg.pinv(X.T @ (wts[:, None] * X))
+        coef = cov @ X.T @ (wts * y)
+        return NbetaExtrapolation(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0))), form, coef,
+                                  lambda s: design(s) @ coef)
+
+    def log_form(s, lam, a):
+        return lam - 1.0 / (np.log(s) + a)
+
+    start = [float(y[np.argmax(x)]) + 1.0 / float(log_x.max()), 0.0]  # a = 0: λ ≈ the last value + 1/log nβ
+    coef, cov = curve_fit(log_form, x, y, p0=start, sigma=sig, absolute_sigma=ses is not None, maxfev=20000)
+    if not np.all(np.isfinite(coef)) or np.any(np.log(x) + coef[1] <= 0):
+        raise LLCInputError(f"the form {form} does not fit these values (log nβ + a must stay > 0): {coef}")
+    se = float(math.sqrt(cov[0, 0])) if np.all(np.isfinite(cov)) else float("nan")
+    return NbetaExtrapolation(float(coef[0]), se, form, coef, lambda s: log_form(np.asarray(s, dtype=np.float64),
+                                                                                    *coef))
+
+
 __all__ = ["CoupledResult", "LLCDivergenceError", "LLCInputError", "LLCMemoryError", "LLCResult", "coupled_chains",
-           "extrapolate_eps",
+           "extrapolate_eps", "extrapolate_nbeta", "NbetaExtrapolation",
            "effective_sample_size", "estimate_llc", "normal_crossing_llc", "plot_sweep", "regular_llc", "rrr_llc",
            "split_rhat", "sweep"]

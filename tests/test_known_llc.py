@@ -85,3 +85,61 @@ def test_problems_sit_at_the_truth():
     assert float(nc.truth) == 0.25 and torch.all(nc.model.w == 0)
     noisy = known_llc.regular_problem(3, n=20, noise=1.0)
     assert known_llc.squared_error(noisy.model, noisy.data).detach().abs().max() > 0
+
+
+def test_normal_crossing_poles():
+    from lib.known_llc import normal_crossing_poles
+
+    assert normal_crossing_poles([1]) == [(0.5, 1), (1.5, 1)]
+    assert normal_crossing_poles([1, 2]) == [(0.25, 1), (0.5, 1)]
+    assert normal_crossing_poles([1, 3]) == [(pytest.approx(1 / 6), 1), (0.5, 2)]  # 3/6 from k = 3 meets 1/2 from k = 1
+    assert normal_crossing_poles([2, 2]) == [(0.25, 2), (0.75, 2)]
+    assert normal_crossing_poles([1, 4], count=3) == [(0.125, 1), (0.375, 1), (0.5, 1)]
+    for k in ([1], [2, 3], [2, 2]):  # the first pole is normal_crossing_llc's (λ, m)
+        lam = normal_crossing_llc(k)
+        assert normal_crossing_poles(k)[0] == (pytest.approx(float(lam)), lam.multiplicity)
+    with pytest.raises(ValueError, match="count"):
+        normal_crossing_poles([1], count=0)
+
+
+def test_nbeta_extrapolation_recovers_lambda_from_exact_means():
+    """The poles' form fitted to the exact tempered means reaches λ; a wrong gap does not (both ways)."""
+    from lib import llc
+    from lib.known_llc import normal_crossing_poles, normal_crossing_tempered_mean
+
+    nbs = [30.0, 100.0, 300.0, 1000.0]
+    for k in ([2], [1, 2]):
+        (lam, _), (lam2, m2) = normal_crossing_poles(k)
+        exact = [normal_crossing_tempered_mean(k, nb, 1.0) for nb in nbs]
+        fit = llc.extrapolate_nbeta(nbs, exact, gap=lam2 - lam, gap_multiplicity=m2)
+        assert abs(fit.llc - lam) / lam < 0.01, (k, fit.llc)
+        assert fit.curve(nbs) == pytest.approx(exact, rel=0.02)
+        assert abs(exact[-1] - lam) / lam > 0.01  # the raw value at the largest nβ is not yet there
+        wrong = llc.extrapolate_nbeta(nbs, exact, gap=4 * (lam2 - lam))  # too fast an approach: stops short
+        assert abs(wrong.llc - lam) / lam > 0.01, (k, wrong.llc)  # the bar the right form passes
+    exact = [normal_crossing_tempered_mean([2, 2], nb, 1.0) for nb in nbs]  # multiplicity 2: the log form
+    fit = llc.extrapolate_nbeta(nbs, exact, multiplicity=2)
+    assert abs(fit.llc - 0.25) / 0.25 < 0.06 and abs(exact[-1] - 0.25) / 0.25 > 0.3
+    assert "log" in fit.form
+
+
+def test_nbeta_extrapolation_synthetic_and_refusals():
+    from lib import llc
+
+    nbs = np.array([10.0, 30.0, 100.0, 300.0])
+    y = 0.7 - 0.4 * nbs ** -0.5
+    fit = llc.extrapolate_nbeta(nbs, y, np.full(4, 0.01), gap=0.5)
+    assert fit.llc == pytest.approx(0.7, abs=1e-9) and fit.se > 0
+    y2 = 0.7 - 1.0 / (np.log(nbs) + 0.8)
+    fit2 = llc.extrapolate_nbeta(nbs, y2, multiplicity=2)
+    assert fit2.llc == pytest.approx(0.7, abs=1e-6) and fit2.params[1] == pytest.approx(0.8, abs=1e-5)
+    with pytest.raises(llc.LLCInputError, match="gap"):
+        llc.extrapolate_nbeta(nbs, y)
+    with pytest.raises(llc.LLCInputError, match="at least 3"):
+        llc.extrapolate_nbeta(nbs[:2], y[:2], gap=0.5, gap_multiplicity=2)
+    with pytest.raises(llc.LLCInputError, match="multiplicity"):
+        llc.extrapolate_nbeta(nbs, y, multiplicity=3)
+    with pytest.raises(llc.LLCInputError, match="> 1"):
+        llc.extrapolate_nbeta([0.5, 10.0, 30.0], [0.1, 0.2, 0.3], gap=0.5)
+    with pytest.raises(llc.LLCInputError, match="one length"):
+        llc.extrapolate_nbeta(nbs, y[:3], gap=0.5)
