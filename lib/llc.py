@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .book.batched_gemm import CpuBatchedGemm
+from .book.batched_gemm import CpuBatchedGemm, worth_it
 from .book.device import process_group, resolve_device
 from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
@@ -364,9 +364,10 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
         return step
 
     steps = [(make_loop if batching == "loop" else make_step)(w) for w in wrappers]
-    # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster
-    gemm = CpuBatchedGemm() if batching == "vmap" and torch.device(device).type == "cpu" and CPU_GEMM_LAYOUT \
-        else contextlib.nullcontext()
+    # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
+    # they are large enough to pay for the mode (decided by probing the first step, from shapes only)
+    probing = batching == "vmap" and torch.device(device).type == "cpu" and CPU_GEMM_LAYOUT
+    gemm = CpuBatchedGemm(rewrite=False) if probing else contextlib.nullcontext()
 
     half_eps = 0.5 * s.eps
     cheap_finite_check = torch.device(device).type == "cpu"
@@ -376,8 +377,12 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
     def potential_and_grad(k, w, idx):
         """(ε/2)·drift, the potential u and the loss at w; few passes over the (C, D) state."""
         batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
+        nonlocal gemm, probing
         with gemm:
             g, loss = steps[k](w, *batch)
+        if probing:
+            gemm = CpuBatchedGemm() if worth_it(gemm) else contextlib.nullcontext()
+            probing = False
         diff = w - w0
         sq = torch.pow(diff, 2, out=squares[k]).sum(-1)
         u = s.nbeta * loss + 0.5 * s.gamma * sq

@@ -86,12 +86,42 @@ def test_mode_rewrites_vmapped_linear_and_keeps_gradients():
 def test_estimator_same_llc_with_and_without_layouts(monkeypatch):
     from lib import known_llc, llc
 
-    p = known_llc.rrr_problem(5, 3, 5, 0, n=200)
-    kw = dict(gamma=1.0, eps=5e-4, chains=8, draws=120, burn_in=20, batch_size=200, seed=0, device="cpu",
+    p = known_llc.rrr_problem(5, 3, 5, 0, n=1000)  # 16 chains × 1000 × 5 outputs: above WORTH_ELEMENTS, so rewritten
+    assert 16 * 1000 * 5 >= batched_gemm.WORTH_ELEMENTS
+    kw = dict(gamma=1.0, eps=5e-5, chains=16, draws=120, burn_in=20, batch_size=1000, seed=0, device="cpu",
               progress=False)
+    decisions = []
+    monkeypatch.setattr(llc, "worth_it", lambda probe: decisions.append(batched_gemm.worth_it(probe)) or decisions[-1])
     fast = llc.estimate_llc(p.model, known_llc.squared_error, p.data, **kw)
+    assert decisions == [True]  # the run did take the rewritten layouts
     monkeypatch.setattr(llc, "CPU_GEMM_LAYOUT", False)
     plain = llc.estimate_llc(p.model, known_llc.squared_error, p.data, **kw)
     np.testing.assert_allclose(fast.per_chain, plain.per_chain, rtol=1e-4)
     assert fast.llc == pytest.approx(plain.llc, rel=1e-5)
     assert batched_gemm.FEW_COLUMNS == 8
+
+
+def test_probe_counts_without_rewriting_and_decides_by_size():
+    """rewrite=False leaves bmm's own products; worth_it says no on a small step, yes on a large one."""
+    from torch.func import functional_call, grad, vmap
+
+    from lib.book.batched_gemm import WORTH_ELEMENTS, worth_it
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 3, bias=False), torch.nn.Linear(3, 5, bias=False))
+
+    def probe(chains, n):
+        x, y = torch.randn(n, 5), torch.randn(n, 5)
+        params = {k: v.detach() + 0.1 * torch.randn(chains, *v.shape) for k, v in model.named_parameters()}
+        step = vmap(grad(lambda p, x, y: ((functional_call(model, p, (x,)) - y) ** 2).mean()), in_dims=(0, None, None))
+        mode = CpuBatchedGemm(rewrite=False)
+        with mode:
+            counted = step(params, x, y)
+        plain = step(params, x, y)
+        for k in plain:
+            assert torch.equal(counted[k], plain[k])  # counting changes no product
+        return mode
+
+    small, large = probe(16, 100), probe(128, 1000)
+    assert small.rewritten >= 3 and small.largest == 16 * 100 * 5 < WORTH_ELEMENTS and not worth_it(small)
+    assert large.largest == 128 * 1000 * 5 >= WORTH_ELEMENTS and worth_it(large)
