@@ -707,11 +707,37 @@ def extrapolate_eps(results: Sequence[LLCResult]) -> tuple[float, float]:
     if len(set(eps.tolist())) < 2:
         raise LLCInputError("parameter 'results' must hold estimates at >= 2 different step sizes eps")
     y = np.array([r.llc for r in results])
-    w = 1.0 / np.maximum(np.array([r.se for r in results]), 1e-300) ** 2
-    X = np.stack([np.ones_like(eps), eps], axis=1)
-    cov = np.linalg.inv(X.T @ (w[:, None] * X))
-    coef = cov @ X.T @ (w * y)
+    coef, cov = _weighted_least_squares(np.stack([np.ones_like(eps), eps], axis=1), y,
+                                        np.array([r.se for r in results]))
     return float(coef[0]), float(math.sqrt(cov[0, 0]))
+
+
+def _weighted_least_squares(X: np.ndarray, y: np.ndarray, ses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients and their covariance for y ≈ X c with weights 1/ses² (ses taken as absolute)."""
+    w = 1.0 / np.maximum(ses, 1e-300) ** 2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    return cov @ X.T @ (w * y), cov
+
+
+def eps_limits(model: nn.Module, loss_fn: LossFn, data, *, nbetas: Sequence[float], eps_nbeta: Sequence[float],
+               draws_at: Callable[[float, float], int], **settings) -> list[dict]:
+    """λ̂ extrapolated to ε → 0 (:func:`extrapolate_eps`) at each nβ of ``nbetas``.
+
+    These are the points :func:`extrapolate_nbeta` fits. At each nβ, one :func:`estimate_llc`
+    run per step size ε = f / nβ (f in ``eps_nbeta``), each of ``draws_at(nβ, ε)`` steps with a
+    third of them burn-in; ``settings`` are the other keyword arguments of :func:`estimate_llc`
+    (any nbeta, eps, draws or burn_in among them is replaced). Returns, per nβ, ``{"nbeta", "llc", "se", "runs"}``.
+    """
+    points = []
+    for nb in nbetas:
+        runs = []
+        for f in eps_nbeta:
+            steps = int(draws_at(nb, f / nb))
+            runs.append(estimate_llc(model, loss_fn, data, **{**settings, "nbeta": nb, "eps": f / nb, "draws": steps,
+                                                             "burn_in": steps // 3}))
+        value, se = extrapolate_eps(runs)
+        points.append({"nbeta": nb, "llc": value, "se": se, "runs": runs})
+    return points
 
 
 @dataclass
@@ -780,10 +806,7 @@ def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: f
         raise LLCInputError(f"parameter 'nbetas' must hold at least {n_coef} different values for the form {form}; "
                             f"got {sorted(set(x.tolist()))}")
     if multiplicity == 1:
-        X = design(x)
-        wts = 1.0 / sig ** 2
-        cov = np.linalg.pinv(X.T @ (wts[:, None] * X))
-        coef = cov @ X.T @ (wts * y)
+        coef, cov = _weighted_least_squares(design(x), y, sig)
         return NbetaExtrapolation(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0))), form, coef,
                                   lambda s: design(s) @ coef)
 
@@ -800,6 +823,6 @@ def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: f
 
 
 __all__ = ["CoupledResult", "LLCDivergenceError", "LLCInputError", "LLCMemoryError", "LLCResult", "coupled_chains",
-           "extrapolate_eps", "extrapolate_nbeta", "NbetaExtrapolation",
+           "eps_limits", "extrapolate_eps", "extrapolate_nbeta", "NbetaExtrapolation",
            "effective_sample_size", "estimate_llc", "normal_crossing_llc", "plot_sweep", "regular_llc", "rrr_llc",
            "split_rhat", "sweep"]

@@ -317,3 +317,20 @@ def test_torchrun_two_processes_match_one(tmp_path):
     a = json.loads((tmp_path / "one.json").read_text())
     b = json.loads((tmp_path / "two.json").read_text())
     assert a == b
+
+
+def test_eps_limits_are_extrapolate_eps_of_the_runs_it_names(regular):
+    """eps_limits makes, per nβ, exactly the runs estimate_llc makes by hand, and extrapolates them."""
+    kw = {**SMALL, "chains": 4}
+    points = llc.eps_limits(regular.model, squared_error, regular.data, nbetas=[300.0, 1000.0], eps_nbeta=[0.2, 0.1],
+                            draws_at=lambda nb, eps: int(30 + 0.1 * nb), **kw)  # SMALL's nbeta, eps, draws are replaced
+    kw.pop("nbeta"), kw.pop("eps"), kw.pop("draws"), kw.pop("burn_in")
+    assert [p["nbeta"] for p in points] == [300.0, 1000.0]
+    for p in points:
+        steps = int(30 + 0.1 * p["nbeta"])
+        by_hand = [llc.estimate_llc(regular.model, squared_error, regular.data, nbeta=p["nbeta"], eps=f / p["nbeta"],
+                                    draws=steps, burn_in=steps // 3, **kw) for f in (0.2, 0.1)]
+        for run, mine in zip(by_hand, p["runs"]):
+            np.testing.assert_array_equal(run.loss, mine.loss)
+        assert (p["llc"], p["se"]) == llc.extrapolate_eps(by_hand)
+        assert not np.array_equal(by_hand[0].loss, by_hand[1].loss[:, :by_hand[0].loss.shape[1]])  # the two ε differ
