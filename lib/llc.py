@@ -380,7 +380,7 @@ def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings
         nonlocal gemm, probing
         with gemm:
             g, loss = steps[k](w, *batch)
-        if probing:
+        if probing and k == K - 1:  # every target's first step probed alike: coupled targets share arithmetic
             gemm = CpuBatchedGemm() if worth_it(gemm) else contextlib.nullcontext()
             probing = False
         diff = w - w0

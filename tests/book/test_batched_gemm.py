@@ -125,3 +125,18 @@ def test_probe_counts_without_rewriting_and_decides_by_size():
     small, large = probe(16, 100), probe(128, 1000)
     assert small.rewritten >= 3 and small.largest == 16 * 100 * 5 < WORTH_ELEMENTS and not worth_it(small)
     assert large.largest == 128 * 1000 * 5 >= WORTH_ELEMENTS and worth_it(large)
+
+
+def test_coupled_identical_targets_stay_identical_with_the_layouts():
+    """The probe spans every target's first step, so two identical targets take the same layouts throughout."""
+    from lib import known_llc, llc
+
+    p = known_llc.rrr_problem(5, 3, 5, 1, n=1000)  # w* ≠ 0: the first step's products are not all zeros
+    out = llc.coupled_chains(p.model, known_llc.squared_error, p.data, p.data, gamma=1.0, eps=5e-5, chains=16, draws=40,
+                             burn_in=10, batch_size=1000, seed=0, device="cpu", progress=False)
+    assert float(np.max(out.max_separation)) == 0.0
+    np.testing.assert_array_equal(out.a.loss, out.b.loss)
+    x, y = p.data  # and the same check sees a difference of 1e-3 in one target's data
+    apart = llc.coupled_chains(p.model, known_llc.squared_error, p.data, (x, y + 1e-3), gamma=1.0, eps=5e-5, chains=16,
+                               draws=40, burn_in=10, batch_size=1000, seed=0, device="cpu", progress=False)
+    assert float(np.max(apart.max_separation)) > 0.0
