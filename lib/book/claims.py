@@ -11,7 +11,14 @@ a :class:`Check`, and a kind:
   not evidence about the papers' claims.
 * ``finding``: a paper's empirical finding measured on the book's models and data, with our
   value beside the paper's. The check decides ``reproduces`` or ``does not reproduce here``.
-  Neither verdict fails the tests. A missing or non-finite value is ``invalid``, and that fails them. Each chapter declares its claims beside its source
+  Neither verdict fails the tests. A missing or non-finite value is ``invalid``, and that fails them.
+
+Any claim can also be ``undecided at these settings``: the chapter recorded why its run
+leaves nothing to decide (``record(..., undecided="no case where 3 s.e. < 5% of λ")``), for
+example a reader's parameter list without the case the claim needs. That is a verdict, not a
+failure; the book's own ``ci`` run must decide every claim that must hold (its test says so).
+
+Each chapter declares its claims beside its source
 (``chapters/<id>.yml``, read by :mod:`lib.book.chapters`). The tests, the runner and the
 reproduction report all call :func:`evaluate`, so a claim passes or fails in exactly one
 way. Nothing here is a measured number: values come only from executed chapters' records.
@@ -24,6 +31,7 @@ from typing import Any
 
 KINDS = ("must_hold", "consistency", "finding")
 REPRODUCES, NOT_REPRODUCED = "reproduces", "does not reproduce here"
+UNDECIDED = "undecided at these settings"
 
 
 @dataclass(frozen=True)
@@ -139,11 +147,20 @@ class Claim:
 class Result:
     claim: Claim
     value: Any
-    status: str  # pass / fail (must_hold, consistency); reproduces / does not reproduce here / invalid (finding); not run
+    status: str  # pass / fail (must_hold, consistency); reproduces / does not reproduce here / invalid (finding);
+    #              undecided at these settings (any kind); not run
+    reason: str | None = None  # why the run left the claim undecided
+
+    @property
+    def decided(self) -> bool:
+        return self.status != UNDECIDED
 
     @property
     def ok(self) -> bool:
-        """Whether this result lets the tests pass. A finding's verdict never fails them; an invalid value does."""
+        """Whether this result lets the tests pass. A finding's verdict never fails them; an invalid value does.
+        An undecided claim is not a failure (whether a run must decide it is the caller's rule)."""
+        if self.status == UNDECIDED:
+            return True
         if self.claim.kind == "finding":
             return self.status in (REPRODUCES, NOT_REPRODUCED)
         return self.status == "pass"
@@ -162,12 +179,15 @@ def evaluate(claim: Claim, records: dict[str, Any] | None) -> Result:
     """Decide ``claim`` from a chapter's record JSON (None: chapter not run).
 
     A chapter that ran without writing the claim's record gives ``not run`` for a claim that
-    must hold and ``invalid`` for a finding; neither lets the tests pass.
+    must hold and ``invalid`` for a finding; neither lets the tests pass. A record marked
+    undecided gives ``undecided at these settings`` with the recorded reason, whatever its value.
     """
     if records is None:
         return Result(claim, None, "not run")
     entry = records.get("values", {}).get(claim.record)
     value = None if entry is None else entry["value"]
+    if entry is not None and entry.get("undecided"):
+        return Result(claim, value, UNDECIDED, entry["undecided"])
     if claim.kind == "finding":
         if not _valid(value):
             return Result(claim, value, "invalid")

@@ -77,31 +77,80 @@ def _write() -> None:
 def start(chapter: str, meta: dict[str, Any]) -> None:
     """Begin a fresh record for ``chapter`` (called by :func:`lib.book.setup`)."""
     _state.update(chapter=chapter, values={}, meta=plain(meta))
+    stale = figures_dir(chapter)
+    if stale.is_dir():  # this run's figures only: an earlier run's must not be compared as this one's
+        for png in stale.glob("*.png"):
+            png.unlink()
     _write()
 
 
-def record(name: str, value: Any, claim: str | None = None, glue: bool = True) -> None:
+UNDECIDED = "undecided"  # what the page shows for a record its run's settings leave undecided
+
+
+def record(name: str, value: Any, claim: str | None = None, glue: bool = True, *, se: Any = None,
+           timing: bool = False, undecided: str | None = None) -> None:
     """Record ``value`` under ``name`` (glued for the text, written for tests and the report).
 
     ``claim`` names the declared claim (``chapters/<id>.yml``) this value decides; the
     declaration must expect exactly this record name, so a typo fails loudly here.
+
+    Three keywords tell a reader of the record (and ``lowrank-book diff``) what kind of number it is:
+
+    * ``se``: the standard error of a Monte Carlo estimate (a number, or one per item of a
+      list value); a rerun is then compared with the published value in standard errors;
+    * ``timing``: a wall time or a throughput, which depends on the machine and is never
+      compared with the published value;
+    * ``undecided``: the reason this run's settings leave nothing to decide (no case the
+      claim needs, standard errors too large for the statement). ``value`` may then be
+      None; the claim reads "undecided at these settings" with the reason, never "fail",
+      and the page shows "undecided" where the value would be glued.
+
     Returns None, so that a cell ending in ``record(...)`` prints nothing.
     """
     value = plain(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"record {name!r}: value is {value}; a recorded number must be finite")
+    if undecided is not None and (not isinstance(undecided, str) or not undecided.strip()):
+        raise ValueError(f"record {name!r}: undecided takes the reason as a non-empty string; got {undecided!r}")
+    se = _standard_error(name, value, se)
     if claim is not None:
         from .chapters import get_claim
 
         expected = get_claim(claim).record
         if expected != name:
             raise ValueError(f"claim {claim!r} is decided by the record {expected!r}, not {name!r}")
-    _state["values"][name] = {"value": value, **({"claim": claim} if claim else {})}
+    entry: dict[str, Any] = {"value": value}
+    if claim:
+        entry["claim"] = claim
+    if se is not None:
+        entry["se"] = se
+    if timing:
+        entry["timing"] = True
+    if undecided is not None:
+        entry["undecided"] = undecided.strip()
+    _state["values"][name] = entry
     _write()
     if glue and _in_kernel():
         from myst_nb import glue as nb_glue
 
-        nb_glue(name, value, display=False)
+        nb_glue(name, UNDECIDED if undecided is not None else value, display=False)
+
+
+def _standard_error(name: str, value: Any, se: Any) -> Any:
+    """``se`` checked against ``value``: a finite number >= 0 for a number, one per item for a list."""
+    if se is None:
+        return None
+    se = plain(se)
+
+    def one(s: Any) -> bool:
+        return isinstance(s, (int, float)) and not isinstance(s, bool) and math.isfinite(s) and s >= 0
+
+    if isinstance(value, list):
+        if not (isinstance(se, list) and len(se) == len(value) and all(one(s) for s in se)):
+            raise ValueError(f"record {name!r}: se of a list value is one finite number >= 0 per item; got {se!r}")
+    elif not one(se):
+        raise ValueError(f"record {name!r}: se is a finite number >= 0; got {se!r}")
+    return se
 
 
 def record_meta(**items: Any) -> None:
@@ -118,7 +167,8 @@ def figure_png(fig, dpi: int | None = None) -> bytes:
 
 
 def show_figure(name: str, fig) -> None:
-    """Glue a matplotlib figure under ``name`` (shown by ``{glue:figure}``) and close it.
+    """Glue a matplotlib figure under ``name`` (shown by ``{glue:figure}``), keep its PNG beside the
+    record (``<records dir>/figures/<chapter>/<name>.png``, compared by ``lowrank-book diff``) and close it.
 
     The figure is glued as a PNG image, so it renders whatever the backend (a kernel
     started with ``MPLBACKEND=Agg`` has no inline image formatter for figures). How legible
@@ -138,6 +188,7 @@ def show_figure(name: str, fig) -> None:
                      "smallest_px": round(seen.smallest_px, 2) if math.isfinite(seen.smallest_px) else None,
                      "smallest_text": seen.smallest_text[:60], "small": len(seen.small)}
     record_meta(figures=figures)
+    _write_figure(name, png)
     if not seen.ok:
         warnings.warn(seen.message(name), stacklevel=2)
     if _in_kernel():
@@ -146,6 +197,23 @@ def show_figure(name: str, fig) -> None:
 
         nb_glue(name, Image(data=png, format="png"), display=False)
     plt.close(fig)
+
+
+def figures_dir(chapter: str, directory: Path | None = None) -> Path:
+    """Where a chapter's figures are kept beside its record: ``<records dir>/figures/<chapter>/``."""
+    return (Path(directory) if directory else records_dir()) / "figures" / chapter
+
+
+def _write_figure(name: str, png: bytes) -> None:
+    """The figure's PNG at ``figures_dir(chapter)/<name>.png`` (atomically), named by its glue name."""
+    chapter = _state["chapter"]
+    if chapter is None:
+        return
+    path = figures_dir(chapter) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".png.tmp{os.getpid()}")
+    tmp.write_bytes(png)
+    os.replace(tmp, path)
 
 
 def load_records(chapter: str, directory: Path | None = None) -> dict[str, Any] | None:

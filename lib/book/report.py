@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .chapters import all_claims
-from .claims import KINDS, NOT_REPRODUCED, REPRODUCES, Result, evaluate
+from .claims import KINDS, NOT_REPRODUCED, REPRODUCES, UNDECIDED, Result, evaluate
 from .records import load_records, records_dir
 
 
@@ -56,8 +56,8 @@ def _cell(text: str) -> str:
 
 KIND_TITLES = {"must_hold": "Must hold", "consistency": "Consistency checks",
                "finding": "The papers' empirical findings"}
-VERDICTS = {"must_hold": ("pass", "fail", "not run"), "consistency": ("pass", "fail", "not run"),
-            "finding": (REPRODUCES, NOT_REPRODUCED, "invalid", "not run")}
+VERDICTS = {"must_hold": ("pass", "fail", UNDECIDED, "not run"), "consistency": ("pass", "fail", UNDECIDED, "not run"),
+            "finding": (REPRODUCES, NOT_REPRODUCED, UNDECIDED, "invalid", "not run")}
 
 
 def counts(results: list[Result]) -> dict[str, dict[str, int]]:

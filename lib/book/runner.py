@@ -165,6 +165,30 @@ def show_one_parameters_cell(notebook_path: Path, source: str) -> None:
     nbformat.write(nb, notebook_path)
 
 
+def unformat_undecided_glue(notebook_path: Path, names: set[str]) -> None:
+    """Let the page show "undecided" where an undecided record is glued with a number format.
+
+    ``{glue:text}`name:.3f``` would fail the build on the text "undecided"; the executed
+    notebook's markdown keeps the role but drops the format of those names (the source is untouched).
+    """
+    import re
+
+    import nbformat
+
+    if not names:
+        return
+    pattern = re.compile(r"(\{glue:text\}`)(" + "|".join(map(re.escape, sorted(names))) + r"):[^`]*`")
+    nb = nbformat.read(notebook_path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            new = pattern.sub(r"\1\2`", cell.source)
+            changed |= new != cell.source
+            cell.source = new
+    if changed:
+        nbformat.write(nb, notebook_path)
+
+
 def default_timeout(profile: str, chapter: Chapter) -> int:
     return max(600, 3 * chapter.budget_ci_s) if profile == "ci" else 6 * 3600
 
@@ -208,6 +232,7 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
     records = load_records(chapter.id, rec_dir)
     if records is None:
         raise RuntimeError(f"{chapter.path} ran but wrote no record: does it call setup({chapter.id!r})?")
+    unformat_undecided_glue(notebook_out, {n for n, e in records["values"].items() if e.get("undecided")})
     records["meta"].update(wall_s=round(wall, 2), parameters_given=given, notebook=str(notebook_out),
                            finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     path = rec_dir / f"{chapter.id}.json"

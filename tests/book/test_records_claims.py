@@ -96,7 +96,7 @@ def test_report_counts_and_lists_problems_first():
     results = [claims.evaluate(_claim("must_hold"), _rec(v)) for v in (0.7, 0.3)]
     results.append(claims.evaluate(_claim("finding"), _rec(0.3)))
     by = report.counts(results)
-    assert by["must_hold"] == {"pass": 1, "fail": 1, "not run": 0}
+    assert by["must_hold"] == {"pass": 1, "fail": 1, claims.UNDECIDED: 0, "not run": 0}
     assert by["finding"][claims.NOT_REPRODUCED] == 1 and sum(by["consistency"].values()) == 0
     table = report.markdown_table(results, {}, "must_hold").splitlines()
     assert table[:2] == [":::{table}", ":class: claims-table"] and table[-1] == ":::"
