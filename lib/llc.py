@@ -246,8 +246,9 @@ def _settings(data, *, nbeta, gamma, eps, chains, draws, burn_in, batch_size, se
 
 # ----- the functional model -----------------------------------------------------------------
 
-class _LossModule(nn.Module):
-    """Wraps (model, loss_fn) so that ``functional_call`` swaps the model's parameters."""
+class LossModule(nn.Module):
+    """The per-sample loss ℓ_i(w) of (model, loss_fn) as a module, so that ``functional_call`` can swap in
+    any parameter vector w (one per chain under ``vmap``)."""
 
     def __init__(self, model: nn.Module, loss_fn: LossFn):
         super().__init__()
@@ -258,8 +259,9 @@ class _LossModule(nn.Module):
         return self.loss_fn(self.model, batch)
 
 
-class _Flat:
-    """The model's trainable parameters as one flat vector, and back to named tensors."""
+class FlatParameters:
+    """The model's trainable parameters w as one flat vector (the coordinates SGLD moves), and back to
+    named tensors."""
 
     def __init__(self, model: nn.Module):
         named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
@@ -310,7 +312,7 @@ def _available_bytes(device: torch.device) -> int:
     return available_memory(device)
 
 
-def _chunk_size(flat: _Flat, activation_bytes: int, chains: int, device, requested, targets: int = 1) -> int:
+def _chunk_size(flat: FlatParameters, activation_bytes: int, chains: int, device, requested, targets: int = 1) -> int:
     """Chains per chunk: what half the free memory holds (state ~8 vectors of D per chain per target)."""
     per_chain = targets * (8 * flat.w0.numel() * flat.w0.element_size() + 3 * activation_bytes)
     available = _available_bytes(device)
@@ -330,7 +332,7 @@ def _chunk_size(flat: _Flat, activation_bytes: int, chains: int, device, request
 
 # ----- the sampler --------------------------------------------------------------------------
 
-def _run_chunk(wrappers: Sequence[_LossModule], datas, flat: _Flat, s: _Settings, chain_ids: np.ndarray,
+def _run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: _Settings, chain_ids: np.ndarray,
                chunk_index: int, device, bar, batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> dict:
     """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise."""
     from torch.func import functional_call, grad, vmap
@@ -468,13 +470,13 @@ def _gather(parts: list[dict]) -> list[dict]:
 
 def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, progress, desc,
             batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> tuple[list, float]:
-    flat = _Flat(model)
+    flat = FlatParameters(model)
     activation = max(_probe(model, fn, data, s.batch_size) for fn, data in targets)
     chunk = _chunk_size(flat, activation, s.chains, device, chunk_size, len(targets))
     rank, world = process_group()
     model = model.to(device)
     flat.w0 = flat.w0.to(device)
-    wrappers = [_LossModule(model, fn) for fn, _ in targets]
+    wrappers = [LossModule(model, fn) for fn, _ in targets]
     datas = [tuple(t.to(device) for t in data) for _, data in targets]
     chunks = [np.arange(a, min(a + chunk, s.chains)) for a in range(0, s.chains, chunk)]
     mine = [(j, ids) for j, ids in enumerate(chunks) if j % world == rank]

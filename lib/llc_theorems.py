@@ -74,10 +74,10 @@ def coupled_data(support: Support, chi: int, n: int, seed: int):
 
 def _flat_loss(model: nn.Module, loss_fn, data):
     """(f, w0): the mean loss as a function of the flat parameter vector (the sampler's own
-    flattening, :class:`lib.llc._Flat`), and the model's own parameters."""
+    flattening, :class:`lib.llc.FlatParameters`), and the model's own parameters."""
     from torch.func import functional_call
 
-    wrapper, flat = llc._LossModule(model, loss_fn), llc._Flat(model)
+    wrapper, flat = llc.LossModule(model, loss_fn), llc.FlatParameters(model)
 
     def f(w: torch.Tensor) -> torch.Tensor:
         return functional_call(wrapper, flat.unflatten(w), tuple(data)).mean()
@@ -478,12 +478,12 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             raise ValueError(f"parameter 'chain_ids' must hold {C} (= chains) indices in [0, noise_chains = "
                              f"{noise_chains}); got {list(chain_ids)!r}")
     model = model.to(device)
-    flat = llc._Flat(model)
+    flat = llc.FlatParameters(model)
     w0 = flat.w0.to(device)
     D = w0.numel()
     rows = rows.to(device)
     W = W.to(device=device, dtype=w0.dtype)
-    wrapper = llc._LossModule(model, lambda m, batch: m(batch[0]))
+    wrapper = llc.LossModule(model, lambda m, batch: m(batch[0]))
     Wq = W[0]
 
     def loss(parts, Wr):
