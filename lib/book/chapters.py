@@ -151,7 +151,8 @@ PARAMETER_GROUPS = {"corpus": corpus_params, "text": text_params}
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
-_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims"}
+_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference"}
+_TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "reason"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
 _CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper", "kind"}
 
@@ -172,6 +173,8 @@ class Chapter:
     presets: dict[str, dict[str, Any]]
     claims: tuple[Claim, ...]
     constraints: tuple[Constraint, ...] = ()
+    reference_values: tuple = ()   # ((record pattern, lib.book.reference.Tolerance), ...): the declaration's overrides
+    reference_figures: tuple = ()  # ((figure pattern, RMS tolerance), ...)
 
     @property
     def spec(self) -> ParamSpec:
@@ -277,6 +280,34 @@ def _claim_from_declaration(chapter_id: str, spec: Any, where: str) -> Claim:
         raise ChapterDeclarationError(f"{where}: claim {spec['id']!r}: {err}") from None
 
 
+def _reference_from_declaration(spec: Any, where: str) -> tuple[tuple, tuple]:
+    """The declaration's ``reference:`` overrides of :mod:`lib.book.reference`'s tolerances, each with its reason."""
+    from .reference import Tolerance
+
+    if spec is None:
+        return (), ()
+    if not isinstance(spec, dict) or set(spec) - {"values", "figures"}:
+        raise ChapterDeclarationError(f"{where}: reference: takes 'values' and 'figures' mappings; got {spec!r}")
+    values, figures = [], []
+    for pattern, tol in (spec.get("values") or {}).items():
+        if not isinstance(tol, dict) or set(tol) - _TOLERANCE_KEYS or not str(tol.get("reason", "")).strip():
+            raise ChapterDeclarationError(f"{where}: reference.values.{pattern}: a mapping of {sorted(_TOLERANCE_KEYS)} "
+                                          f"with a 'reason'; got {tol!r}")
+        numbers = {k: tol[k] for k in ("rtol", "roundoff", "se_k") if k in tol}
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 for v in numbers.values()):
+            raise ChapterDeclarationError(f"{where}: reference.values.{pattern}: tolerances are numbers >= 0; got {tol!r}")
+        values.append((str(pattern), Tolerance(**{k: float(v) for k, v in numbers.items()},
+                                               timing=bool(tol.get("timing", False)), reason=str(tol["reason"]))))
+    for pattern, tol in (spec.get("figures") or {}).items():
+        rms = tol.get("rms") if isinstance(tol, dict) else None
+        if not isinstance(tol, dict) or set(tol) - {"rms", "reason"} or isinstance(rms, bool) \
+                or not isinstance(rms, (int, float)) or rms < 0 or not str(tol.get("reason", "")).strip():
+            raise ChapterDeclarationError(f"{where}: reference.figures.{pattern}: a mapping with 'rms' (>= 0) and "
+                                          f"a 'reason'; got {tol!r}")
+        figures.append((str(pattern), float(rms)))
+    return tuple(values), tuple(figures)
+
+
 def read_notebook(notebook_path: Path):
     """The chapter's notebook as read by jupytext (read once per version of the file)."""
     return _read_notebook(str(notebook_path), Path(notebook_path).stat().st_mtime_ns)
@@ -373,8 +404,10 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
 
     constraints = tuple(_constraint_from_declaration(spec, by_name, where) for spec in decl.get("constraints") or [])
     claims = tuple(_claim_from_declaration(chapter_id, spec, where) for spec in decl.get("claims") or [])
+    reference_values, reference_figures = _reference_from_declaration(decl.get("reference"), where)
     chapter = Chapter(chapter_id, str(notebook_path.relative_to(root)), where, _title(notebook_path), budget,
-                      tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims, constraints)
+                      tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims, constraints,
+                      reference_values, reference_figures)
     for profile in PROFILES:  # every profile's presets must satisfy the constraints
         try:
             chapter.resolve({"profile": profile})
@@ -457,6 +490,22 @@ def claim_sections(chapter: Chapter) -> dict[str, tuple[str, str]]:
                 if claim_id not in found and (name == literal if pattern is None else pattern.fullmatch(name)):
                     found[claim_id] = (section, slug)
     return found
+
+
+def record_section(chapter: Chapter, record_name: str) -> str | None:
+    """The title of the section (heading levels 1-3) whose code records ``record_name`` first, or None."""
+    section = chapter.title
+    for cell in read_notebook(REPO_ROOT / chapter.path).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                match = HEADING.match(line)
+                if match:
+                    section = match.group(2)
+        elif cell.cell_type == "code":
+            for _node, literal, pattern in _record_calls(cell.source):
+                if (literal == record_name) if pattern is None else pattern.fullmatch(record_name):
+                    return section
+    return None
 
 
 def _record_calls(cell_source: str):

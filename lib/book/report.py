@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .chapters import all_claims
-from .claims import KINDS, NOT_REPRODUCED, REPRODUCES, UNDECIDED, Result, evaluate
+from .claims import INCOMPLETE, KINDS, NOT_REPRODUCED, REPRODUCES, UNDECIDED, Result, evaluate
 from .records import load_records, records_dir
 
 
@@ -42,6 +42,66 @@ def collect(directory: Path | None = None) -> tuple[list[Result], dict[str, dict
     return results, meta
 
 
+SEED_FOLDER = "seed-{seed}"  # `lowrank-book run --seeds`: one records folder per seed under the output folder
+
+
+def seed_folders(directory: Path | str) -> dict[int, Path]:
+    """The per-seed records folders of a ``run --seeds`` output (``seed-<k>/records`` or ``seed-<k>``), by seed."""
+    found = {}
+    for sub in Path(directory).expanduser().glob("seed-*"):
+        tail = sub.name[len("seed-"):]
+        if sub.is_dir() and tail.isdigit():
+            found[int(tail)] = sub / "records" if (sub / "records").is_dir() else sub
+    return dict(sorted(found.items()))
+
+
+def collect_seeds(directory: Path | str) -> dict[int, list[Result]]:
+    """Each seed's results (see :func:`seed_folders`), the claims of the chapters that ran at every seed."""
+    folders = seed_folders(directory)
+    if not folders:
+        raise FileNotFoundError(f"{str(directory)!r} holds no seed-<k> folders (`lowrank-book run CHAPTER --seeds "
+                                "0,1,2` writes them)")
+    return {seed: collect(folder)[0] for seed, folder in folders.items()}
+
+
+def stability(statuses: list[str]) -> str:
+    """How a claim's verdict holds over seeds: ``5/5 pass``, or the counts of each verdict (most common first)."""
+    n = len(statuses)
+    by = {}
+    for status in statuses:
+        by[status] = by.get(status, 0) + 1
+    return ", ".join(f"{k}/{n} {v}" for v, k in sorted(by.items(), key=lambda vk: -vk[1]))
+
+
+def seeds_table(per_seed: dict[int, list[Result]]) -> list[dict]:
+    """One row per claim whose chapter ran: its kind, verdict and value at every seed, and its stability."""
+    seeds = list(per_seed)
+    rows = []
+    for i, first in enumerate(per_seed[seeds[0]]):
+        results = [per_seed[s][i] for s in seeds]
+        if all(r.status == "not run" for r in results):
+            continue
+        row = {"claim": first.claim.id, "kind": first.claim.kind}
+        for seed, r in zip(seeds, results):
+            row[f"seed {seed}"] = f"{r.status} ({_fmt(r.value)})"
+        row["stability"] = stability([r.status for r in results])
+        row["stable"] = len({r.status for r in results}) == 1
+        rows.append(row)
+    return rows
+
+
+def seeds_markdown(rows: list[dict]) -> str:
+    """The seeds table as Markdown: every must-hold and consistency claim, then the findings
+    (those whose verdict changes between seeds named first)."""
+    from .tables import markdown_table
+
+    if not rows:
+        return "(no claims of the chapters that ran)"
+    headers = [h for h in rows[0] if h != "stable"]
+    order = sorted(rows, key=lambda r: (r["kind"] == "finding", r["stable"]))
+    return markdown_table(headers, [[r[h] for h in headers] for r in order])
+
+
 def _fmt(value) -> str:
     if value is None:
         return "—"
@@ -56,8 +116,9 @@ def _cell(text: str) -> str:
 
 KIND_TITLES = {"must_hold": "Must hold", "consistency": "Consistency checks",
                "finding": "The papers' empirical findings"}
-VERDICTS = {"must_hold": ("pass", "fail", UNDECIDED, "not run"), "consistency": ("pass", "fail", UNDECIDED, "not run"),
-            "finding": (REPRODUCES, NOT_REPRODUCED, UNDECIDED, "invalid", "not run")}
+VERDICTS = {"must_hold": ("pass", "fail", UNDECIDED, INCOMPLETE, "not run"),
+            "consistency": ("pass", "fail", UNDECIDED, INCOMPLETE, "not run"),
+            "finding": (REPRODUCES, NOT_REPRODUCED, UNDECIDED, "invalid", INCOMPLETE, "not run")}
 
 
 def counts(results: list[Result]) -> dict[str, dict[str, int]]:
