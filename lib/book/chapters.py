@@ -152,7 +152,7 @@ PARAMETER_GROUPS = {"corpus": corpus_params, "text": text_params}
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
 _DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference"}
-_TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "reason"}
+_TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "compare", "reason"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
 _CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper", "kind"}
 
@@ -297,14 +297,18 @@ def _reference_from_declaration(spec: Any, where: str) -> tuple[tuple, tuple]:
         if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 for v in numbers.values()):
             raise ChapterDeclarationError(f"{where}: reference.values.{pattern}: tolerances are numbers >= 0; got {tol!r}")
         values.append((str(pattern), Tolerance(**{k: float(v) for k, v in numbers.items()},
-                                               timing=bool(tol.get("timing", False)), reason=str(tol["reason"]))))
+                                               timing=bool(tol.get("timing", False)),
+                                               compare=bool(tol.get("compare", True)), reason=str(tol["reason"]))))
     for pattern, tol in (spec.get("figures") or {}).items():
         rms = tol.get("rms") if isinstance(tol, dict) else None
-        if not isinstance(tol, dict) or set(tol) - {"rms", "reason"} or isinstance(rms, bool) \
-                or not isinstance(rms, (int, float)) or rms < 0 or not str(tol.get("reason", "")).strip():
-            raise ChapterDeclarationError(f"{where}: reference.figures.{pattern}: a mapping with 'rms' (>= 0) and "
-                                          f"a 'reason'; got {tol!r}")
-        figures.append((str(pattern), float(rms)))
+        timing = isinstance(tol, dict) and tol.get("timing") is True and "rms" not in tol
+        if not isinstance(tol, dict) or set(tol) - {"rms", "timing", "reason"} or not str(tol.get("reason", "")).strip() \
+                or ("timing" in tol and "rms" in tol) \
+                or not (timing or (not isinstance(rms, bool) and isinstance(rms, (int, float)) and rms >= 0)):
+            raise ChapterDeclarationError(f"{where}: reference.figures.{pattern}: a mapping with 'rms' (>= 0), or "
+                                          f"'timing: true' (a figure of wall times: never compared), and a 'reason'; "
+                                          f"got {tol!r}")
+        figures.append((str(pattern), None if timing else float(rms)))
     return tuple(values), tuple(figures)
 
 

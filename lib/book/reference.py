@@ -24,6 +24,7 @@ figure, always with a reason::
         "lm_llc_*": {rtol: 0.05, reason: "..."}     # fnmatch patterns allowed
       figures:
         fig_chains: {rms: 6, reason: "drawn from Monte Carlo traces"}
+        fig_costs: {timing: true, reason: "one panel plots wall times"}   # never compared
 
 Figures are compared with matplotlib's own :func:`matplotlib.testing.compare.compare_images`
 (the root-mean-square difference of the two images' pixels, 0-255, against a tolerance).
@@ -83,6 +84,7 @@ class Tolerance:
     roundoff: float = ROUNDOFF
     se_k: float = SE_K
     timing: bool = False
+    compare: bool = True  # False: a value that says something about the comparison itself, never compared
     reason: str = ""
 
     def describe(self, statistical: bool) -> str:
@@ -198,7 +200,8 @@ def tolerance_for(name: str, entry: dict, overrides: dict[str, Tolerance]) -> To
     return Tolerance(timing=bool(entry.get("timing")))
 
 
-def figure_rms(name: str, overrides: dict[str, float]) -> float:
+def figure_rms(name: str, overrides: dict[str, float | None]) -> float | None:
+    """The RMS tolerance of the figure ``name`` (None: a figure of timings, never compared)."""
     for pattern, rms in overrides.items():
         if fnmatch.fnmatchcase(name, pattern):
             return rms
@@ -270,7 +273,7 @@ def compare_chapter(chapter: str, ref: dict, run: dict, comparison: Comparison) 
                 "present in both" + (" (a new record: accept it into the reference)" if a is None else ""), name))
             continue
         tol = tolerance_for(name, b, overrides)
-        if tol.timing or a.get("timing"):
+        if tol.timing or not tol.compare or a.get("timing"):
             continue
         comparison.values += 1
         if bool(a.get("undecided")) != bool(b.get("undecided")):
@@ -297,13 +300,15 @@ def compare_figures(chapter: str, ref_dir: Path, run_dir: Path, comparison: Comp
     _, overrides = declared_tolerances(chapter)
     ref_figs, run_figs = figure_files(ref_dir, chapter), figure_files(run_dir, chapter)
     for name in sorted(set(ref_figs) | set(run_figs)):
+        rms_tol = figure_rms(name, overrides)
+        if rms_tol is None:
+            continue
         comparison.figures += 1
         what = f"figure {name!r}"
         if name not in ref_figs or name not in run_figs:
             comparison.differences.append(Difference(chapter, what, "present" if name in ref_figs else "—",
                                                      "present" if name in run_figs else "—", "present in both", name))
             continue
-        rms_tol = figure_rms(name, overrides)
         with tempfile.TemporaryDirectory() as tmp:  # compare_images writes a diff image beside `actual`
             expected, actual = Path(tmp) / "expected.png", Path(tmp) / "actual.png"
             shutil.copyfile(ref_figs[name], expected)

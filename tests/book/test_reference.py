@@ -75,7 +75,10 @@ def test_declared_overrides_need_a_reason_and_sane_numbers():
         {"values": {"lm_*": {"rtol": 0.05, "reason": "SGLD path"}}, "figures": {"fig_x": {"rms": 6, "reason": "MC"}}},
         "x.yml")
     assert values[0][0] == "lm_*" and values[0][1].rtol == 0.05 and figures == (("fig_x", 6.0),)
-    for bad in ({"values": {"a": {"rtol": 0.05}}}, {"values": {"a": {"rtol": -1, "reason": "r"}}},
+    _, timing = _reference_from_declaration({"figures": {"fig_t": {"timing": True, "reason": "wall times"}}}, "x.yml")
+    assert timing == (("fig_t", None),) and ref.figure_rms("fig_t", dict(timing)) is None
+    for bad in ({"figures": {"f": {"timing": True, "rms": 1, "reason": "r"}}}, {"figures": {"f": {"timing": False, "reason": "r"}}},
+                {"values": {"a": {"rtol": 0.05}}}, {"values": {"a": {"rtol": -1, "reason": "r"}}},
                 {"values": {"a": {"atol": 1, "reason": "r"}}}, {"figures": {"f": {"rms": "big", "reason": "r"}}},
                 {"figures": {"f": {"rms": 1}}}, {"other": {}}, [1]):
         with pytest.raises(ChapterDeclarationError):
