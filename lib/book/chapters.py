@@ -34,7 +34,8 @@ import yaml
 from .. import REPO_ROOT
 from .claims import Check, Claim
 from .pages import is_notebook, source_path, toc_files
-from .parameters import Constraint, Param, ParameterError, ParamSpec, parameters_cell_values, suggest
+from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, named_validator, parameters_cell_values,
+                         suggest)
 
 PROFILES = ("ci", "paper")
 DECLARATION_SUFFIX = ".yml"
@@ -79,7 +80,7 @@ def common_params() -> tuple[Param, ...]:
     return (
         Param("profile", str, "ci", "ci: minutes on 2 CPU cores; paper: the papers' scale on a GPU",
               allowed=PROFILES),
-        Param("seed", int, 0, "seed of every random choice", minimum=0),
+        Param("seed", int, 0, "seed of every random choice", minimum=0, maximum=2 ** 32 - 1),  # NumPy's legacy range
         Param("device", str, "auto", "auto takes CUDA when present", allowed=("auto", "cpu", "cuda"),
               requires=_cuda_present),
     )
@@ -150,7 +151,9 @@ def text_params() -> tuple[Param, ...]:
 PARAMETER_GROUPS = {"corpus": corpus_params, "text": text_params}
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
-_PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
+_PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items", "length", "min_length", "max_length", "unique",
+               "increasing", "validate"}
+_SHAPE_KEYS = _PARAM_KEYS - {"help", "validate"}
 _DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference"}
 _TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "compare", "reason"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
@@ -231,13 +234,40 @@ def _param_from_declaration(name: str, spec: Any, default: Any, where: str) -> P
     if spec["type"] not in _TYPES:
         raise ChapterDeclarationError(f"{where}: parameter {name!r} has type {spec['type']!r}; "
                                       f"allowed: {', '.join(_TYPES)}")
+    items = spec.get("items")
+    list_keys = {"length", "min_length", "max_length", "unique", "increasing"} & set(spec)
+    if (list_keys or isinstance(items, dict)) and spec["type"] != "list":
+        raise ChapterDeclarationError(f"{where}: parameter {name!r}: {sorted(list_keys) or ['items']} apply to a list")
+    try:
+        shape = _shape_from_declaration({k: v for k, v in spec.items() if k in _SHAPE_KEYS}, f"parameter {name!r}") \
+            if (list_keys or isinstance(items, dict)) else None
+        validate = named_validator(spec["validate"]) if "validate" in spec else None
+    except ValueError as err:
+        raise ChapterDeclarationError(f"{where}: {err}") from None
     param = Param(name, _TYPES[spec["type"]], default, spec.get("help", ""),
                   allowed=tuple(spec["allowed"]) if "allowed" in spec else None,
                   minimum=spec.get("min"), maximum=spec.get("max"), allow_none=default is None,
-                  item_allowed=tuple(spec["items"]) if "items" in spec else None)
+                  item_allowed=tuple(items) if isinstance(items, list) else None, shape=shape, validate=validate)
     if default is not None:
         _checked(param, default, f"{where}: the parameters cell's default of")
     return param
+
+
+def _shape_from_declaration(spec: Any, where: str) -> Shape:
+    """A :class:`~lib.book.parameters.Shape` from a declaration's mapping (``items`` may nest one)."""
+    if not isinstance(spec, dict) or "type" not in spec or set(spec) - _SHAPE_KEYS or spec["type"] not in _TYPES:
+        raise ValueError(f"{where}: a shape is a mapping with 'type' ({', '.join(_TYPES)}) and keys from "
+                         f"{sorted(_SHAPE_KEYS)}; got {spec!r}")
+    items = spec.get("items")
+    for key in ("length", "min_length", "max_length"):
+        if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], int) or spec[key] < 0):
+            raise ValueError(f"{where}: {key} is an integer >= 0; got {spec[key]!r}")
+    return Shape(_TYPES[spec["type"]], minimum=spec.get("min"), maximum=spec.get("max"),
+                 allowed=tuple(spec["allowed"]) if "allowed" in spec else None,
+                 length=spec.get("length"), min_length=spec.get("min_length"), max_length=spec.get("max_length"),
+                 unique=bool(spec.get("unique", False)), increasing=bool(spec.get("increasing", False)),
+                 items=(_shape_from_declaration(items, where + " items") if isinstance(items, dict) else
+                        Shape(str, allowed=tuple(items)) if isinstance(items, list) else None))
 
 
 def _checked(param: Param, value: Any, context: str) -> Any:
