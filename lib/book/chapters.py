@@ -17,7 +17,9 @@ allowed values, a claim whose record the chapter never writes. The runner, the r
 and the tests all read the chapters from here.
 
 Profiles: ``ci`` runs in minutes on 2 CPU cores and still decides every claim; ``paper``
-is the papers' scale (Hugging Face models and data, a GPU). A parameter whose default
+is the papers' scale (Hugging Face models and data, a GPU). A declaration's ``smoke`` presets
+say which sizes of the ``paper`` profile a smoke run (``run --profile paper --smoke``) cuts and to
+what: the paper path's own code, sources and claims, at a size a CPU runs in minutes. A parameter whose default
 is ``None`` takes the profile's preset; a value given by the reader overrides it.
 """
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, na
                          suggest)
 
 PROFILES = ("ci", "paper")
+SMOKE = "smoke"  # a presets entry beside ci and paper: the sizes a `--profile paper --smoke` run cuts, and to what
 DECLARATION_SUFFIX = ".yml"
 CHAPTERS_DIR = "chapters"
 
@@ -95,9 +98,41 @@ def _hub_name(spec: str) -> str | None:
     return "a hub name must follow 'hf:'" if spec == "hf:" else None
 
 
+def offline() -> str | None:
+    """The variable that switches the Hugging Face hub off (``HF_HUB_OFFLINE=1`` …), or None."""
+    import os
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().upper() in ("1", "ON", "YES", "TRUE"):
+            return var
+    return None
+
+
+WORKS_OFFLINE = ("what works offline: a snapshot in the local Hugging Face cache (HF_HUB_CACHE; "
+                 "scripts/hub_standins.py writes small stand-ins of everything the paper presets name), a local "
+                 "path, or the book's offline defaults")
+
+
+def hub_snapshot(repo: str, revision: str | None = None, repo_type: str = "model") -> str | None:
+    """The local snapshot folder of a hub repo at ``revision`` (offline lookup through ``refs/``), or None."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo, revision=revision, repo_type=repo_type, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached, or no cache at all
+        return None
+
+
 def _corpus_exists(spec: str) -> str | None:
-    """Why the corpus ``spec`` cannot be read here (a local path that does not exist), or None."""
-    if spec in CORPUS_NAMES or spec.startswith("hf:") or Path(spec).expanduser().exists():
+    """Why the corpus ``spec`` cannot be read here (a local path that does not exist; a hub dataset while
+    offline with no snapshot of it in the local cache), or None."""
+    if spec.startswith("hf:"):
+        var = offline()
+        if var and hub_snapshot(spec[3:], repo_type="dataset") is None:
+            return f"{var} is set and the local Hugging Face cache holds no snapshot of dataset {spec[3:]!r}; " \
+                   + WORKS_OFFLINE
+        return None
+    if spec in CORPUS_NAMES or Path(spec).expanduser().exists():
         return None
     return f"no such file or folder: {str(Path(spec).expanduser().resolve())!r}"
 
@@ -114,8 +149,14 @@ def _tokenizer_syntax(spec: str) -> str | None:
 
 
 def _tokenizer_exists(spec: str) -> str | None:
-    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist), or None."""
-    if spec == "byte" or spec.startswith(("bpe:", "hf:")) or Path(spec).expanduser().is_dir():
+    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist; a hub tokenizer
+    while offline and not in the local cache), or None."""
+    if spec.startswith("hf:"):
+        name, var = spec[3:], offline()
+        if var and not Path(name).expanduser().is_dir() and hub_snapshot(name) is None:
+            return f"{var} is set and the local Hugging Face cache holds no snapshot of {name!r}; " + WORKS_OFFLINE
+        return None
+    if spec == "byte" or spec.startswith("bpe:") or Path(spec).expanduser().is_dir():
         return None
     return f"not 'byte', 'bpe:...' or 'hf:...', and no such folder: {str(Path(spec).expanduser().resolve())!r}"
 
@@ -152,8 +193,8 @@ PARAMETER_GROUPS = {"corpus": corpus_params, "text": text_params}
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items", "length", "min_length", "max_length", "unique",
-               "increasing", "validate"}
-_SHAPE_KEYS = _PARAM_KEYS - {"help", "validate"}
+               "increasing", "validate", "requires"}
+_SHAPE_KEYS = _PARAM_KEYS - {"help", "validate", "requires"}
 _DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference"}
 _TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "compare", "reason"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
@@ -242,12 +283,14 @@ def _param_from_declaration(name: str, spec: Any, default: Any, where: str) -> P
         shape = _shape_from_declaration({k: v for k, v in spec.items() if k in _SHAPE_KEYS}, f"parameter {name!r}") \
             if (list_keys or isinstance(items, dict)) else None
         validate = named_validator(spec["validate"]) if "validate" in spec else None
+        requires = named_validator(spec["requires"]) if "requires" in spec else None
     except ValueError as err:
         raise ChapterDeclarationError(f"{where}: {err}") from None
     param = Param(name, _TYPES[spec["type"]], default, spec.get("help", ""),
                   allowed=tuple(spec["allowed"]) if "allowed" in spec else None,
                   minimum=spec.get("min"), maximum=spec.get("max"), allow_none=default is None,
-                  item_allowed=tuple(items) if isinstance(items, list) else None, shape=shape, validate=validate)
+                  item_allowed=tuple(items) if isinstance(items, list) else None, shape=shape, validate=validate,
+                  requires=requires)
     if default is not None:
         _checked(param, default, f"{where}: the parameters cell's default of")
     return param
@@ -422,9 +465,9 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
 
     presets = decl.get("presets") or {}
     for profile, preset in presets.items():
-        if profile not in PROFILES:
+        if profile not in PROFILES + (SMOKE,):
             raise ChapterDeclarationError(f"{where}: unknown profile {profile!r} in presets; profiles: "
-                                          f"{', '.join(PROFILES)}")
+                                          f"{', '.join(PROFILES)}, and {SMOKE!r} (the paper profile cut to CPU size)")
         for name, value in (preset or {}).items():
             if name not in by_name:
                 raise ChapterDeclarationError(f"{where}: preset {profile}.{name} names no parameter; parameters: "
@@ -447,6 +490,12 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
             chapter.resolve({"profile": profile})
         except ParameterError as err:
             raise ChapterDeclarationError(f"{where}: the {profile!r} presets break a constraint: {err}") from None
+    if SMOKE in chapter.presets:
+        try:
+            chapter.resolve({"profile": "paper", **chapter.presets[SMOKE]})
+        except ParameterError as err:
+            raise ChapterDeclarationError(f"{where}: the paper presets with the {SMOKE!r} cuts break a constraint: "
+                                          f"{err}") from None
     return chapter
 
 

@@ -57,6 +57,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="set a parameter (a Python literal, else a string); repeatable")
     run.add_argument("--profile", help="shorthand for -p profile VALUE")
+    run.add_argument("--smoke", action="store_true", help="with --profile paper: the paper path at the sizes "
+                                                          "each chapter's `smoke` presets cut it to (minutes on a CPU)")
     run.add_argument("--seeds", help="comma-separated seeds (e.g. 0,1,2,3,4): one run and record per seed, in "
                                      "OUT/seed-<k>/ (OUT: --out, default _build/seeds)")
     run.add_argument("--out", type=Path, help="write executed notebooks and records here instead of _build/")
@@ -111,7 +113,11 @@ def _run(args: argparse.Namespace) -> int:
                 raise ParameterError("--seeds and -p seed: give the seeds once (--seeds 0,1,2 runs each)")
             if args.build:
                 raise ParameterError("--seeds and --build: the book is built from one run, not from several seeds")
-        plans = plan(args.chapters, {**given, **({"seed": seeds[0]} if seeds else {})}, every=args.all)
+        if args.smoke and given.get("profile") != "paper":
+            raise ParameterError(f"--smoke runs the paper profile's code path at small sizes: give --profile paper "
+                                 f"(got profile {given.get('profile', 'ci')!r})")
+        plans = plan(args.chapters, {**given, **({"seed": seeds[0]} if seeds else {})}, every=args.all,
+                     smoke=args.smoke)
     except (ParameterError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return USAGE
@@ -125,7 +131,8 @@ def _run(args: argparse.Namespace) -> int:
                 mine = {**mine, "seed": seed}
             print(f"[run] {chapter.id}: executing {chapter.path} with {mine or 'default parameters'}", flush=True)
             try:
-                run = execute(chapter, mine, out_dir=out, timeout=args.timeout, verbose=args.verbose)
+                run = execute(chapter, mine, out_dir=out, timeout=args.timeout, verbose=args.verbose,
+                              smoke=args.smoke)
             except ChapterInterrupted as err:
                 print(f"[run] {err}", file=sys.stderr, flush=True)
                 return INTERRUPTED

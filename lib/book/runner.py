@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
+from .chapters import PATH_PARAMETERS, SMOKE, Chapter, chapters, get_chapter, read_notebook as read_source
 from .claims import Result, evaluate
 from .pages import executed_path
 from .progress import TERMINAL_ENV
@@ -237,7 +237,7 @@ def default_timeout(profile: str, chapter: Chapter) -> int:
 
 
 def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = None,
-            timeout: int | None = None, verbose: bool = False) -> ChapterRun:
+            timeout: int | None = None, verbose: bool = False, smoke: bool = False) -> ChapterRun:
     """Check, execute and record one chapter (see the module docstring)."""
     import nbformat
     import papermill
@@ -290,7 +290,7 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
     records["meta"].pop("incomplete", None)
     records["meta"].pop("last_record", None)
     records["meta"].update(wall_s=round(wall, 2), parameters_given=given, notebook=str(notebook_out),
-                           finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                           finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), **({"smoke": True} if smoke else {}))
     _write_json(rec_dir / f"{chapter.id}.json", records)
     results = [evaluate(c, records) for c in chapter.claims]
     return ChapterRun(chapter, notebook_out, records, results, wall)
@@ -323,11 +323,13 @@ def mark_incomplete(rec_dir: Path, chapter_id: str, why: str, wall: float) -> No
     _write_json(rec_dir / f"{chapter_id}.json", records)
 
 
-def plan(refs: list[str], given: dict[str, Any], *, every: bool = False) -> list[tuple[Chapter, dict[str, Any]]]:
+def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
+         smoke: bool = False) -> list[tuple[Chapter, dict[str, Any]]]:
     """The chapters to run and the parameters each takes, every value checked before anything runs.
 
     With ``every`` (the whole book), a parameter goes to the chapters that have it, and one
-    that no chapter has is an error.
+    that no chapter has is an error. With ``smoke``, each chapter's ``smoke`` presets are given too
+    (values the reader gave win), and a chapter that declares none is refused.
     """
     selected = book_chapters() if every else [find_chapter(ref) for ref in refs]
     if every:
@@ -339,6 +341,11 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False) -> list
     plans = []
     for chapter in selected:
         mine = absolute_paths({k: v for k, v in given.items() if k in chapter.spec.names} if every else dict(given))
+        if smoke:
+            if SMOKE not in chapter.presets:
+                raise ParameterError(f"{chapter.id}: --smoke needs the chapter's 'smoke' presets (which paper sizes to "
+                                     f"cut, and to what), and {chapter.declaration} declares none")
+            mine = {**chapter.presets[SMOKE], **mine}
         check_parameters(chapter, mine)
         plans.append((chapter, mine))
     return plans

@@ -24,7 +24,7 @@ def run_cli(*args, command=(sys.executable, "-m", "lib"), cwd=REPO_ROOT):
 BAD_INPUT = [
     (["intro", "-p", "seeed", "1"], "unknown parameter 'seeed'; this chapter's parameters are: profile, seed"),
     (["intro", "-p", "sed", "1"], "(did you mean 'seed'?)"),
-    (["intro", "-p", "seed", "abc"], "parameter 'seed': allowed values are int >= 0; got 'abc' (str)"),
+    (["intro", "-p", "seed", "abc"], "parameter 'seed': allowed values are int >= 0 <= 4294967295; got 'abc' (str)"),
     (["intro", "-p", "profile", "cpi"], "parameter 'profile': allowed values are one of 'ci', 'paper'; got 'cpi' (str) "
                                         "(did you mean 'ci'?)"),
     (["intro", "-p", "train_steps", "0"], "parameter 'train_steps': allowed values are int >= 1 or None (the profile's preset); got 0 (int)"),
@@ -81,7 +81,10 @@ def test_cli_refuses_cuda_without_a_gpu(tmp_path):
 
 
 def test_good_values_pass_the_same_checks(tmp_path, monkeypatch):
-    """The other way round: the values the refusals above are next to pass the runner's checks."""
+    """The other way round: the values the refusals above are next to pass the runner's checks (online: a hub
+    name is checked for its form; offline, test_standins checks it against the local cache)."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
     (tmp_path / "texts").mkdir()
     (tmp_path / "texts" / "a.txt").write_text("Some text.\n")
     (tmp_path / "tok").mkdir()
