@@ -36,8 +36,8 @@ import yaml
 from .. import REPO_ROOT
 from .claims import Check, Claim
 from .pages import is_notebook, source_path, toc_files
-from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, named_validator, parameters_cell_values,
-                         suggest)
+from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, named_function, named_validator,
+                         parameters_cell_values, suggest)
 
 PROFILES = ("ci", "paper")
 SMOKE = "smoke"  # a presets entry beside ci and paper: the sizes a `--profile paper --smoke` run cuts, and to what
@@ -195,7 +195,8 @@ _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
 _PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items", "length", "min_length", "max_length", "unique",
                "increasing", "validate", "requires"}
 _SHAPE_KEYS = _PARAM_KEYS - {"help", "validate", "requires"}
-_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference"}
+_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference",
+                     "costs"}
 _TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "compare", "reason"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
 _CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper", "kind"}
@@ -219,6 +220,7 @@ class Chapter:
     constraints: tuple[Constraint, ...] = ()
     reference_values: tuple = ()   # ((record pattern, lib.book.reference.Tolerance), ...): the declaration's overrides
     reference_figures: tuple = ()  # ((figure pattern, RMS tolerance), ...)
+    costs: Any = None  # values -> [lib.book.costs.HeavyStep]: the declaration's `costs: lib.module:function`
 
     @property
     def spec(self) -> ParamSpec:
@@ -482,9 +484,13 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
     constraints = tuple(_constraint_from_declaration(spec, by_name, where) for spec in decl.get("constraints") or [])
     claims = tuple(_claim_from_declaration(chapter_id, spec, where) for spec in decl.get("claims") or [])
     reference_values, reference_figures = _reference_from_declaration(decl.get("reference"), where)
+    try:
+        costs = named_function(decl["costs"], "costs") if "costs" in decl else None
+    except ValueError as err:
+        raise ChapterDeclarationError(f"{where}: {err}") from None
     chapter = Chapter(chapter_id, str(notebook_path.relative_to(root)), where, _title(notebook_path), budget,
                       tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims, constraints,
-                      reference_values, reference_figures)
+                      reference_values, reference_figures, costs)
     for profile in PROFILES:  # every profile's presets must satisfy the constraints
         try:
             chapter.resolve({"profile": profile})

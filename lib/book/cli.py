@@ -9,6 +9,8 @@
     lowrank-book report --records /tmp/s               # each claim's verdict per seed and its stability
     lowrank-book diff                                  # every value and figure against reference/ci/
     lowrank-book diff --accept                         # a full ci run becomes the published reference
+    lowrank-book plan logit_rank --profile paper       # heavy steps: memory, arithmetic, time on this device
+    lowrank-book run --all --profile paper --smoke     # the paper path at CPU sizes (stand-ins for the hub)
     lowrank-book build                                 # render the executed chapters to HTML
     lowrank-book check                                 # do toc, notebooks and declarations agree?
 
@@ -47,6 +49,16 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                                                      "a `run --seeds` folder gives each seed's verdict; "
                                                      "default: _build/records)")
     report.add_argument("--markdown", type=Path, help="also write the seeds table (Markdown) to this file")
+    plan = commands.add_parser("plan", help="each heavy step's memory and arithmetic, and the time on this device, "
+                                            "before a run")
+    plan.add_argument("chapters", nargs="*", help="chapter ids or source paths")
+    plan.add_argument("--all", action="store_true", help="every chapter of _toc.yml")
+    plan.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                      help="set a parameter, as for run")
+    plan.add_argument("--profile", help="shorthand for -p profile VALUE")
+    plan.add_argument("--smoke", action="store_true", help="with --profile paper: the smoke sizes")
+    plan.add_argument("--gpu", nargs=2, type=float, metavar=("MEMORY_GB", "TFLOPS"),
+                      help="plan for a GPU of this memory and throughput instead of this machine")
     diff = commands.add_parser("diff", help="compare every recorded value and figure with the published reference")
     diff.add_argument("--records", type=Path, help="this run's records folder (default: _build/records)")
     diff.add_argument("--reference", type=Path, help="the reference folder (default: reference/ci)")
@@ -206,6 +218,48 @@ def _chapter_ran(result, results) -> bool:
     return any(r.claim.chapter == result.claim.chapter and r.status != "not run" for r in results)
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from .chapters import SMOKE
+    from .costs import heavy_steps, named_gpu, plan_lines, this_device
+    from .runner import book_chapters, find_chapter
+
+    given = {name: parse_cli_value(value) for name, value in args.parameter}
+    if args.profile is not None:
+        given["profile"] = args.profile
+    if not args.chapters and not args.all:
+        print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
+        return USAGE
+    try:
+        if args.smoke and given.get("profile") != "paper":
+            raise ParameterError("--smoke plans the paper profile at small sizes: give --profile paper")
+        if args.gpu and (args.gpu[0] <= 0 or args.gpu[1] <= 0):
+            raise ParameterError(f"--gpu: allowed values are a memory in GB > 0 and a throughput in TFLOP/s > 0; "
+                                 f"got {args.gpu[0]:g} {args.gpu[1]:g}")
+        selected = book_chapters() if args.all else [find_chapter(ref) for ref in args.chapters]
+        planned = []
+        for chapter in selected:
+            mine = {k: v for k, v in given.items() if k in chapter.spec.names} if args.all else dict(given)
+            if args.smoke:
+                mine = {**chapter.presets.get(SMOKE, {}), **mine}
+            planned.append((chapter, chapter.resolve(mine)))  # no preflight: plan for a device this machine lacks
+        if args.gpu:
+            device = named_gpu(*args.gpu)
+        else:
+            wants_cuda = any(values["device"] == "cuda" for _, values in planned)
+            import torch
+
+            if wants_cuda and not torch.cuda.is_available():
+                raise ParameterError("-p device cuda: this machine has no GPU; plan for one with --gpu MEMORY_GB TFLOPS")
+            device = this_device(planned[0][1]["device"] if planned else "auto")
+    except (ParameterError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return USAGE
+    for chapter, values in planned:
+        for line in plan_lines(chapter.id, heavy_steps(chapter, values), device):
+            print(line)
+    return 0
+
+
 def _diff(args: argparse.Namespace) -> int:
     from .chapters import chapters as book_chapters
     from .records import records_dir
@@ -271,6 +325,8 @@ def _main(argv: list[str] | None, prog: str) -> int:
         return _report(args.records, args.markdown)
     if args.command == "diff":
         return _diff(args)
+    if args.command == "plan":
+        return _plan(args)
     return _run(args)
 
 

@@ -284,22 +284,28 @@ class ParamSpec:
         return {p.name: p.default for p in self.params}
 
 
-def named_validator(spec: str) -> Callable[[Any], str | None]:
-    """The function a declaration names as ``validate: lib.module:function``: given a value, it returns
-    why the value is malformed (a sentence) or None. Imported when first called, so that reading a
-    declaration stays cheap; a name that does not resolve fails there with the name."""
+def named_function(spec: str, role: str = "validate") -> Callable[..., Any]:
+    """The library function a declaration names as ``lib.module:function`` (for ``role``), imported when
+    first called, so that reading a declaration stays cheap; a name that does not resolve fails there,
+    with the name."""
     module, _, name = str(spec).partition(":")
     if not (module.startswith("lib.") and name.isidentifier()):
-        raise ValueError(f"validate names a function as 'lib.module:function'; got {spec!r}")
+        raise ValueError(f"{role} names a function as 'lib.module:function'; got {spec!r}")
 
-    def validate(value: Any) -> str | None:
+    def call(*args: Any) -> Any:
         function = getattr(importlib.import_module(module), name, None)
         if not callable(function):
-            raise ValueError(f"validate: {spec!r} is not a function")
-        return function(value)
+            raise ValueError(f"{role}: {spec!r} is not a function")
+        return function(*args)
 
-    validate.__qualname__ = str(spec)
-    return validate
+    call.__qualname__ = str(spec)
+    return call
+
+
+def named_validator(spec: str) -> Callable[[Any], str | None]:
+    """The function a declaration names as ``validate: lib.module:function``: given a value, it returns
+    why the value is malformed (a sentence) or None."""
+    return named_function(spec, "validate")
 
 
 def integer_at_least(name: str, value, minimum: int = 1, error: type[Exception] = ValueError) -> int:

@@ -346,6 +346,19 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
                 raise ParameterError(f"{chapter.id}: --smoke needs the chapter's 'smoke' presets (which paper sizes to "
                                      f"cut, and to what), and {chapter.declaration} declares none")
             mine = {**chapter.presets[SMOKE], **mine}
-        check_parameters(chapter, mine)
+        values = check_parameters(chapter, mine)
+        fits_the_device(chapter, values)
         plans.append((chapter, mine))
     return plans
+
+
+def fits_the_device(chapter: Chapter, values: dict[str, Any]) -> None:
+    """Refuse (ParameterError) a run whose largest heavy step cannot fit the device's memory, before any work."""
+    from .costs import DoesNotFit, check_fits, heavy_steps, this_device
+
+    steps = heavy_steps(chapter, values)
+    if steps:
+        try:
+            check_fits(chapter.id, steps, this_device(values["device"], measure=False))
+        except DoesNotFit as err:
+            raise ParameterError(str(err)) from None
