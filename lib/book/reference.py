@@ -315,13 +315,22 @@ def compare_figures(chapter: str, ref_dir: Path, run_dir: Path, comparison: Comp
             shutil.copyfile(run_figs[name], actual)
             try:
                 failed = compare_images(str(expected), str(actual), tol=rms_tol, in_decorator=True)
-            except ImageComparisonFailure as err:  # the sizes differ
-                comparison.differences.append(Difference(chapter, what, "an image", str(err).split("\n")[0],
-                                                         f"RMS {rms_tol:g}", name))
+            except ImageComparisonFailure:  # the sizes differ
+                comparison.differences.append(Difference(chapter, what, _png_size(ref_figs[name]),
+                                                         _png_size(run_figs[name]), "the same size", name))
                 continue
         if failed:
             comparison.differences.append(Difference(chapter, what, "the published image",
-                                                     f"RMS {failed['rms']:.3g}", f"RMS {rms_tol:g}", name))
+                                                     f"an image at RMS {failed['rms']:.3g} from it", f"RMS {rms_tol:g}",
+                                                     name))
+
+
+def _png_size(path: Path) -> str:
+    """``width×height px`` from a PNG's header."""
+    import struct
+
+    width, height = struct.unpack(">II", Path(path).read_bytes()[16:24])
+    return f"{width}×{height} px"
 
 
 def compare(records: Path | str, reference: Path | str = REFERENCE_DIR) -> Comparison:
