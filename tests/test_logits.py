@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from lib import isan, logits as lg
+from lib.models import prefix_reuse
 from lib.models.causal_lm import CausalLM, ModelUnavailableError
 
 torch.set_num_threads(1)
@@ -57,136 +58,6 @@ def test_history_reuse_matches_one_pass_per_context(lm):
     assert np.abs(lp.reshape(11, 9, 40).sum(-1)).max() > 1.0
 
 
-def test_histories_of_unequal_lengths_share_a_pass(lm, monkeypatch):
-    """Left-padded history caches (attention mask, position ids) give the unpadded entries."""
-    rng = np.random.default_rng(7)
-    H, F = seqs(rng, 14, 1, 12), seqs(rng, 10, 0, 8)
-    F[4] = ()
-    assert lg._padding_supported(lm)
-    blocks = lg._blocks(H, 5, padded=True)
-    assert any(len({len(H[i]) for i in b}) > 1 for b in blocks)             # mixed lengths in one block
-    assert sorted(i for b in blocks for i in b) == list(range(14))
-    cols = lg.select_columns(lm, [f if f else (1,) for f in F], 6)
-    for kw in ({}, {"columns": cols}, {"centered": False}, {"columns": cols, "centered": False},
-               {"last_position_only": False}, {"columns": cols, "last_position_only": False}):
-        padded = lg.extended_logit_matrix(lm, H, F, rows_per_block=5, batch_tokens=300, **kw)
-        equal = lg.extended_logit_matrix(lm, H, F, rows_per_block=5, batch_tokens=300, pad_histories=False, **kw)
-        naive = lg.naive_extended_logit_matrix(lm, H, F, columns=kw.get("columns"), centered=kw.get("centered", True))
-        assert np.abs(padded - equal).max() <= 1e-5
-        assert np.abs(padded - naive).max() <= 1e-5
-    # the comparison can fail: the histories of a block in another order give another matrix
-    swapped = [H[i] for i in np.roll(np.arange(14), 1)]
-    assert np.abs(lg.naive_extended_logit_matrix(lm, swapped, F) - lg.extended_logit_matrix(lm, H, F)).max() > 1e-2
-    # both the attention mask and the position ids are needed: without either the check fails (the
-    # backbone's own forward, last_position_only=False; the GPT-NeoX path builds both itself)
-    parts, ref = lg._lm_parts, lg.naive_extended_logit_matrix(lm, H, F)
-    for drop, at_least in (("attention_mask", 1e-2), ("position_ids", 1e-3)):
-        def without(model, drop=drop):
-            backbone, head = parts(model)
-
-            def forward(**kw):
-                kw.pop(drop, None)
-                return backbone(**kw)
-            return forward, head
-        monkeypatch.setattr(lg, "_lm_parts", without)
-        assert np.abs(lg.extended_logit_matrix(lm, H, F, rows_per_block=5, last_position_only=False)
-                      - ref).max() > at_least
-    monkeypatch.setattr(lg, "_lm_parts", parts)
-    # every budget gives the same matrix
-    big = lg.extended_logit_matrix(lm, H, F, rows_per_block=14, batch_tokens=10 ** 6)
-    assert np.abs(big - lg.extended_logit_matrix(lm, H, F)).max() <= 1e-5
-
-
-def test_caches_that_cannot_be_padded_keep_equal_lengths(monkeypatch):
-    rng = np.random.default_rng(8)
-    H, F = seqs(rng, 9, 1, 6), seqs(rng, 5, 1, 5)
-    model = tiny_lm(1)
-    ref = lg.naive_extended_logit_matrix(model, H, F)
-    monkeypatch.setattr(lg, "_plain_kv_cache", lambda cache: False)         # e.g. a sliding-window cache
-    assert not lg._padding_supported(model)
-    assert np.abs(lg.extended_logit_matrix(model, H, F, rows_per_block=2) - ref).max() <= 1e-5
-    with pytest.raises(lg.LogitsError, match="pad_histories=True"):
-        lg.extended_logit_matrix(model, H, F, pad_histories=True)
-    assert np.abs(lg.extended_logit_matrix(model, H, F, pad_histories=False) - ref).max() <= 1e-5
-
-
-def test_padding_probe_catches_a_backbone_that_ignores_position_ids(monkeypatch):
-    rng = np.random.default_rng(9)
-    H, F = seqs(rng, 9, 1, 6), seqs(rng, 5, 1, 5)
-    model = tiny_lm(2)
-    ref = lg.naive_extended_logit_matrix(model, H, F)
-    parts = lg._lm_parts
-
-    def no_positions(m):
-        backbone, head = parts(m)
-
-        def forward(**kw):
-            kw.pop("position_ids", None)                  # as a model that silently swallows it would
-            return backbone(**kw)
-        return forward, head
-    monkeypatch.setattr(lg, "_lm_parts", no_positions)
-    assert not lg._padding_supported(model)                 # the probe sees padded != unpadded
-    assert np.abs(lg.extended_logit_matrix(model, H, F, rows_per_block=3) - ref).max() <= 1e-5
-
-
-def neox_lm(seed=0, vocab=40, ctx=48, **overrides):
-    """A tiny random GPT-NeoX with config overrides (sequential residual, no attention bias, one layer)."""
-    from transformers import AutoModelForCausalLM
-
-    from lib.models.mini_pythia import mini_pythia_config
-
-    cfg = mini_pythia_config("p-tiny", vocab, ctx)
-    for key, value in overrides.items():
-        setattr(cfg, key, value)
-    torch.manual_seed(seed)
-    return CausalLM(AutoModelForCausalLM.from_config(cfg), "cpu")
-
-
-@pytest.mark.parametrize("overrides", [{}, {"use_parallel_residual": False}, {"attention_bias": False},
-                                       {"num_hidden_layers": 1}, {"num_hidden_layers": 3, "rotary_pct": 1.0}])
-def test_last_position_path_matches_one_pass_per_context(overrides):
-    """GPT-NeoX: the layers run directly, layer 1 looked up per token, the last layer only at each
-    future's last position: the same matrix as a forward pass of every h∘f."""
-    rng = np.random.default_rng(11)
-    model = neox_lm(3, **overrides)
-    H, F = seqs(rng, 13, 1, 11), seqs(rng, 11, 0, 9)
-    F[2] = ()
-    assert lg._last_position_supported(model)
-    cols = lg.select_columns(model, [f if f else (1,) for f in F], 5)
-    for kw in ({}, {"columns": cols}, {"centered": False}, {"pad_histories": False}):
-        ref = lg.naive_extended_logit_matrix(model, H, F, columns=kw.get("columns"), centered=kw.get("centered", True))
-        fast = lg.extended_logit_matrix(model, H, F, rows_per_block=4, batch_tokens=250, last_position_only=True, **kw)
-        slow = lg.extended_logit_matrix(model, H, F, rows_per_block=4, batch_tokens=250, last_position_only=False, **kw)
-        assert np.abs(fast - ref).max() <= 1e-4 and np.abs(slow - ref).max() <= 1e-4
-        assert np.abs(fast - slow).max() <= 1e-5
-
-
-def test_last_position_path_fails_at_the_wrong_position(monkeypatch):
-    """The check can fail: reading the last layer at the padded end of each pass, or one token early,
-    gives another matrix; the probe then sees it and the default falls back to the backbone."""
-    rng = np.random.default_rng(12)
-    H, F = seqs(rng, 9, 1, 8), seqs(rng, 10, 1, 9)
-    ref = lg.naive_extended_logit_matrix(tiny_lm(4), H, F)
-    right = lg._neox_last_hidden
-    for wrong in (lambda blk, f_ids, last: right(blk, f_ids, torch.full_like(last, f_ids.shape[1] - 1)),
-                  lambda blk, f_ids, last: right(blk, f_ids, (last - 1).clamp(min=0))):
-        monkeypatch.setattr(lg, "_neox_last_hidden", wrong)
-        model = tiny_lm(4)
-        bad = np.vstack([lg._block_rows(model, H, F, [i], None, True, 200, fast=True) for i in range(len(H))])
-        assert np.abs(bad - ref).max() > 1e-2
-        assert not lg._last_position_supported(model)           # the probe catches it
-        assert np.abs(lg.extended_logit_matrix(model, H, F, batch_tokens=200) - ref).max() <= 1e-5
-        with pytest.raises(lg.LogitsError, match="last_position_only=True"):
-            lg.extended_logit_matrix(model, H, F, last_position_only=True)
-    monkeypatch.setattr(lg, "_neox_last_hidden", right)
-    model = tiny_lm(4)
-    assert lg._last_position_supported(model)
-    monkeypatch.setattr(lg, "_neox_backbone", lambda m: None)   # another architecture: the backbone's forward
-    other = tiny_lm(4)
-    assert not lg._last_position_supported(other)
-    assert np.abs(lg.extended_logit_matrix(other, H, F) - ref).max() <= 1e-5
-
-
 def test_top_k_and_random_columns(lm):
     rng = np.random.default_rng(1)
     H, F = seqs(rng, 7, 2, 6), seqs(rng, 6, 1, 5)
@@ -228,7 +99,7 @@ def test_resume_from_saved_blocks(lm, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a finished block was recomputed")
 
-    monkeypatch.setattr(lg, "_block_rows", boom)
+    monkeypatch.setattr(prefix_reuse, "block_rows", boom)
     assert np.array_equal(lg.extended_logit_matrix(lm, H, F, k=3, workdir=tmp_path, rows_per_block=2), first)
     with pytest.raises(AssertionError, match="recomputed"):     # without the saved blocks it must compute
         lg.extended_logit_matrix(lm, H, F, k=3, workdir=tmp_path / "fresh", rows_per_block=2)
@@ -316,86 +187,12 @@ def test_model_name_unavailable_offline(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailableError, match="cannot load"):
         lg.extended_logit_matrix("no-such-org/no-such-model-xyz", [(1, 2)], [(3,)])
-    with pytest.raises(ModelUnavailableError, match="revision 'step0'"):
-        lg.ModelSeries("no-such-org/no-such-model-xyz", ["step0", "step1"])
     # a model saved to a folder loads offline by its path, and gives the model's own matrix
     model = tiny_lm(5)
     model.model.save_pretrained(tmp_path / "m")
     H, F = [(1, 2), (3, 4, 5)], [(6,), (7, 8)]
     assert np.abs(lg.extended_logit_matrix(str(tmp_path / "m"), H, F) - lg.extended_logit_matrix(model, H, F)).max() \
         <= 1e-6
-
-
-def word_tokenizer(words):
-    """A small word-level fast tokenizer (saved and loaded like a hub model's)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
-    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    t.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]")
-
-
-def save_revision(folder, seed, tok):
-    model = tiny_lm(seed)
-    model.model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return model
-
-
-def test_model_series_offline_by_path_and_from_the_hub_cache(tmp_path, monkeypatch):
-    """The paper profile's loading path (ModelSeries: hub name or directory, with revisions) runs
-    offline: one save_pretrained folder per revision, and a hub name whose revisions are in a local
-    Hugging Face cache (refs/<revision> -> snapshots/<commit>)."""
-    import shutil
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    tok = word_tokenizer(["the", "cat", "sat", "on", "mat", "a", "dog"])
-    local = tmp_path / "pythia-tiny"
-    saved = {r: save_revision(local / r, seed, tok) for r, seed in (("step0", 11), ("step143000", 12))}
-    ctx = np.array([[1, 2, 3, 4], [5, 6, 7, 1]])
-    want = {r: m.last_token_logprobs(ctx) for r, m in saved.items()}
-
-    series = lg.ModelSeries(local, ["step0", "step143000"])
-    assert series.encode("the cat sat") == (1, 2, 3) and series.decode((1, 2, 3)) == "the cat sat"
-    for r in ("step0", "step143000"):                       # each revision is its own model, read back exactly
-        assert torch.equal(series.load(r).last_token_logprobs(ctx), want[r])
-    assert not torch.allclose(want["step0"], want["step143000"], atol=1e-3)
-    assert series.model_id("step0") != series.model_id("step143000")
-    L = lg.extended_logit_matrix(series.load("step0"), [(1, 2), (3,)], [(4,), (5, 6)], k=3)
-    assert L.shape == (2, 6) and np.isfinite(L).all()
-    with pytest.raises(lg.LogitsError, match="no revision 'step7'.*step0"):
-        lg.ModelSeries(local, ["step7", "step143000"])        # refused when the series is made, before any work
-    with pytest.raises(lg.LogitsError, match="at least two distinct revisions"):
-        lg.ModelSeries(local, ["step143000"])
-    with pytest.raises(lg.LogitsError, match="not one of"):
-        series.load("step1")
-    assert torch.equal(lg.load_model(local / "step0").last_token_logprobs(ctx), want["step0"])
-    assert torch.equal(lg.load_model(local, "step143000").last_token_logprobs(ctx), want["step143000"])
-    assert lg.load_tokenizer(local, "step0")("the mat", add_special_tokens=False)["input_ids"] == [1, 5]
-    with pytest.raises(lg.LogitsError, match="revision"):
-        lg.load_model(local, "")
-
-    # a hub name resolved in a local Hugging Face cache, revision by revision
-    cache = tmp_path / "hf-cache"
-    repo = cache / "models--EleutherAI--pythia-tiny"
-    for i, r in enumerate(("step0", "step143000")):
-        commit = f"{i + 1:040x}"
-        shutil.copytree(local / r, repo / "snapshots" / commit)
-        (repo / "refs").mkdir(parents=True, exist_ok=True)
-        (repo / "refs" / r).write_text(commit)
-    hub = lg.ModelSeries("EleutherAI/pythia-tiny", ["step0", "step143000"], cache_dir=cache)
-    for r in ("step0", "step143000"):
-        assert torch.equal(hub.load(r).last_token_logprobs(ctx), want[r])
-    assert hub.encode("a dog") == (6, 7) and hub.model_id("step0") == "EleutherAI/pythia-tiny@step0"
-    with pytest.raises(ModelUnavailableError, match="revision 'step1'"):   # a revision that is not cached
-        lg.ModelSeries("EleutherAI/pythia-tiny", ["step1", "step143000"], cache_dir=cache)
-    with pytest.raises(ModelUnavailableError, match="revision 'step0'"):   # a model that is not cached
-        lg.load_model("EleutherAI/pythia-none", "step0", cache_dir=cache)
-    # online (as far as the loader knows) the name and revision are passed on to from_pretrained
-    assert lg.resolve_model_source("EleutherAI/pythia-70m", "step0", local_files_only=False) == (
-        "EleutherAI/pythia-70m", {"revision": "step0"})
 
 
 # ---------------------------------------------------------------------------
@@ -554,3 +351,4 @@ def test_lemma_c18(lm):
     est2 = lg.lemma_c18_estimates(lm, H, 0.5 * v, H[1], 3, 2, seed=0)
     bound = lg.lemma_c18_bound(est2["S1"], est2["S2"], est2["delta"], est2["v_norm_sq"], 3)
     assert est2["measured_kl"] > 1e-4 and bound["bound"] >= est2["measured_kl"]
+
