@@ -31,10 +31,12 @@ What is here:
 * :func:`rank_r_approximation`, :func:`average_kl` (Def 3.1), :func:`fact_a2_bound` (Fact A.2),
   :func:`rank1_baseline` (A.1.3).
 * :func:`column_space_angles` and :func:`random_subspace_cosines` (§3.2, App. A.2).
+* :func:`history_independent_fraction` — how much of a logit matrix is the same for every history.
 * :func:`permute_tokens` (nonsense sets), :func:`lingen_coefficients`, :func:`lingen` (Algorithm 1,
   §3.3) and its baselines, :func:`lemma_c18_bound` (App. C.4).
 
-Loading a model by hub name and revision (:class:`ModelSeries`,
+The experiments of the chapter "Logit rank", with their controls and decision rules, are in
+:mod:`lib.logit_experiments`; loading a model by hub name and revision (:class:`ModelSeries`,
 :func:`load_model`, :func:`load_tokenizer`, :func:`resolve_model_source`) is in
 :mod:`lib.models.hub`, and those names are importable from here too.
 """
@@ -57,6 +59,21 @@ from .models.prefix_reuse import DEFAULT_BATCH_TOKENS
 
 class LogitsError(ValueError):
     """Bad input to an extended-logit-matrix computation, refused before any work."""
+
+
+# Dense linear algebra goes through torch (float64), whose CPU threads the chapters set
+# (``torch.set_num_threads``): NumPy's OpenBLAS starts its own threads, which on a shared
+# machine made a 120 × 120 eigendecomposition 20 times slower and a 120 × 6000 SVD 25 times.
+
+def as_tensor(x) -> torch.Tensor:
+    """``x`` as a float64 CPU tensor (sharing memory where it can)."""
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+
+
+def least_squares(A, b) -> np.ndarray:
+    """argmin_x ‖A x − b‖₂ (the minimum-norm solution where A has dependent columns)."""
+    A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return torch.linalg.lstsq(as_tensor(A), as_tensor(b)[:, None], driver="gelsd").solution[:, 0].numpy()
 
 
 # ---------------------------------------------------------------------------
@@ -502,7 +519,7 @@ def fit_power_law(singular_values, reading: str = "literal") -> PowerLawFit:
     sig, i = sig[keep], i[keep]
     X = np.column_stack([np.ones_like(i), np.log(i / n), np.log((n - i) / n)])
     w = np.sqrt(1.0 / i)
-    coef, *_ = np.linalg.lstsq(X * w[:, None], np.log(sig) * w, rcond=None)
+    coef = least_squares(X * w[:, None], np.log(sig) * w)
     return PowerLawFit(alpha=float(-coef[1]), beta=float(coef[2]), c=float(coef[0]), n=int(n), reading=reading)
 
 
@@ -510,9 +527,9 @@ def normalised_singular_values(L) -> np.ndarray:
     """Singular values (descending) divided by √(number of entries), as App. A.1.2."""
     L = np.asarray(L, dtype=np.float64)
     if L.shape[1] > 8 * L.shape[0] and L.shape[0] > 2000:  # wide and large: eigenvalues of the Gram matrix
-        ev = np.linalg.eigvalsh(L @ L.T)[::-1]
+        ev = torch.linalg.eigvalsh(as_tensor(L @ L.T)).numpy()[::-1]
         return np.sqrt(np.clip(ev, 0, None)) / np.sqrt(L.size)
-    return np.linalg.svd(L, compute_uv=False) / np.sqrt(L.size)
+    return torch.linalg.svdvals(as_tensor(L)).numpy() / np.sqrt(L.size)
 
 
 def downsized(L, n_futures: int, factor: float) -> np.ndarray:
@@ -534,7 +551,8 @@ def svd(L, method: str = "exact", q: int | None = None, seed: int = 0):
     components, as the paper)."""
     L = np.asarray(L, dtype=np.float64)
     if method == "exact":
-        return np.linalg.svd(L, full_matrices=False)
+        U, S, Vh = torch.linalg.svd(as_tensor(L), full_matrices=False)
+        return U.numpy(), S.numpy(), Vh.numpy()
     if method == "lowrank":
         torch.manual_seed(seed)
         U, S, V = torch.svd_lowrank(torch.from_numpy(L), q=q or min(L.shape), niter=4)
@@ -623,7 +641,7 @@ def column_space_angles(L1, L2, r: int, usv1=None, usv2=None) -> np.ndarray:
             return usv[0][:, :r]
         L = np.asarray(L, dtype=np.float64)
         if L.size <= 5 * 10 ** 7:
-            return np.linalg.svd(L, full_matrices=False)[0][:, :r]
+            return svd(L)[0][:, :r]
         return svd(L, "lowrank", q=min(min(L.shape), r + 10))[0][:, :r]
 
     return np.cos(principal_angles(top(L1, usv1), top(L2, usv2)))
@@ -638,6 +656,23 @@ def random_subspace_cosines(n: int, r: int, seed: int = 0, trials: int = 20) -> 
     cos = [np.cos(principal_angles(rng.standard_normal((n, r)), rng.standard_normal((n, r))))
            for _ in range(trials)]
     return np.mean(cos, axis=0)
+
+
+def history_independent_fraction(L, width: int) -> float:
+    """The share of L's variance that does not depend on the history.
+
+    Each (h, f) block of ``width`` columns is first centred (a logit block is defined up to a
+    constant: softmax ignores it), giving X; the history-independent part is X's column mean over
+    the histories, x̄. Returns |H|·‖x̄‖² / ‖X‖² in [0, 1]: 1 when every history has the same row,
+    near 1/|H| when rows are independent noise around zero."""
+    L = np.asarray(L, dtype=np.float64)
+    n = L.shape[0]
+    if L.shape[1] % width:
+        raise LogitsError(f"L has {L.shape[1]} columns, not a multiple of width = {width}")
+    X = L.reshape(n, -1, width)
+    X = (X - X.mean(2, keepdims=True)).reshape(n, -1)
+    total = float((X ** 2).sum())
+    return float(n * (X.mean(0) ** 2).sum() / total) if total > 0 else 1.0
 
 
 def nearest_neighbours(L) -> np.ndarray:
@@ -660,8 +695,8 @@ def lingen_coefficients(L_H, L_target, ridge: float = 0.0) -> np.ndarray:
     if A.shape[1] != b.size:
         raise LogitsError(f"L_target has {b.size} columns but L_H has {A.shape[1]}")
     if ridge > 0:
-        return np.linalg.solve(A @ A.T + ridge * np.eye(A.shape[0]), A @ b)
-    return np.linalg.lstsq(A.T, b, rcond=None)[0]
+        return torch.linalg.solve(as_tensor(A @ A.T + ridge * np.eye(A.shape[0])), as_tensor(A @ b)).numpy()
+    return least_squares(A.T, b)
 
 
 def _kl_rows(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
@@ -741,7 +776,7 @@ def lemma_c18_bound(S1: np.ndarray, S2: np.ndarray, delta: float, v_norm_sq: flo
     alphas = np.geomspace(1e-3, 1e3, 121) if alphas is None else np.asarray(alphas, dtype=float)
     best = None
     for a in alphas:
-        gamma = max(float(np.linalg.eigvalsh(S2 - a * S1)[-1]), 0.0)
+        gamma = max(float(torch.linalg.eigvalsh(as_tensor(S2 - a * S1))[-1]), 0.0)
         b = 2 * k * np.sqrt(a * delta + gamma * (1 + v_norm_sq))
         if best is None or b < best["bound"]:
             best = {"alpha": float(a), "gamma": gamma, "bound": float(b)}

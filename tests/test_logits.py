@@ -124,6 +124,7 @@ if rank == 0:
 """
 
 
+@pytest.mark.slow   # two torchrun processes start torch and transformers: over a minute on a shared 2-core machine
 def test_torchrun_two_processes_match_one(tmp_path):
     from lib import REPO_ROOT
 
@@ -352,3 +353,262 @@ def test_lemma_c18(lm):
     bound = lg.lemma_c18_bound(est2["S1"], est2["S2"], est2["delta"], est2["v_norm_sq"], 3)
     assert est2["measured_kl"] > 1e-4 and bound["bound"] >= est2["measured_kl"]
 
+
+# ---------------------------------------------------------------------------
+# the direction of every divergence, against a hand computation
+# ---------------------------------------------------------------------------
+
+V3 = 4
+
+
+def hand_oracle(ctx):
+    """A hand-made model on 4 tokens: log-probabilities that depend on the last token and the length."""
+    z = np.arange(V3)
+    last = ctx[-1] if ctx else 0
+    logits = np.cos(1.3 * z * (1 + last) + 0.7 * len(ctx)) * 2.0
+    return logits - np.log(np.exp(logits).sum())
+
+
+def other_oracle(ctx):
+    """A second hand-made model (a baseline sampler): another dependence on the context."""
+    z = np.arange(V3)
+    logits = np.sin(0.9 * z + 0.4 * sum(ctx)) * 3.0
+    return logits - np.log(np.exp(logits).sum())
+
+
+def kl(p_log, q_log):
+    """KL(p ‖ q) written out."""
+    p = np.exp(p_log)
+    return float(sum(p[i] * (p_log[i] - q_log[i]) for i in range(len(p))))
+
+
+def centred(x):
+    return x - x.mean()
+
+
+def test_average_kl_is_kl_of_l_from_a():
+    """D_KL^avg(L, A) averages KL(softmax L_{h,f} ‖ softmax A_{h,f}), not the reverse."""
+    L = np.array([[3.0, 0.0, -1.0, 0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, -2.0, 1.0]])
+    A = np.array([[0.0, 1.0, 0.0, 0.0, 0.0, 3.0], [1.0, -1.0, 0.5, 0.0, 0.0, 0.0]])
+    ls = lambda x: x - np.log(np.exp(x).sum())                                       # noqa: E731
+    blocks = [(L[h, 3 * f:3 * f + 3], A[h, 3 * f:3 * f + 3]) for h in range(2) for f in range(2)]
+    forward = np.mean([kl(ls(a), ls(b)) for a, b in blocks])
+    backward = np.mean([kl(ls(b), ls(a)) for a, b in blocks])
+    assert abs(forward - backward) > 0.05
+    assert lg.average_kl(L, A, 3) == pytest.approx(forward, rel=1e-12)
+    total = sum(kl(ls(a), ls(b)) for a, b in blocks)
+    assert lg.fact_a2_violation(L, A, 3) == pytest.approx(total - 0.5 * ((L - A) ** 2).sum(), rel=1e-12)
+
+
+def test_lingen_records_kl_of_lingen_from_the_model():
+    """Algorithm 1 samples from q = softmax(Σ_h v_h L_M[· | h∘z_{<t}]) and records KL(q ‖ M(· | h_targ∘z_{<t}))."""
+    H, target, v = [(0,), (1, 2), (3,)], (2, 1), np.array([[1.5, -1.0, 0.8]])
+    g = lg.lingen(hand_oracle, H, v, [target], 2, seed=3)
+    for t in range(2):
+        z = tuple(int(x) for x in g.tokens[0, :t])
+        q = sum(v[0, i] * centred(hand_oracle(h + z)) for i, h in enumerate(H))
+        q = q - np.log(np.exp(q).sum())
+        p = hand_oracle(target + z)
+        assert abs(kl(q, p) - kl(p, q)) > 0.05 * kl(q, p)             # the example tells the directions apart
+        assert g.kl[0, t] == pytest.approx(kl(q, p), rel=1e-9)
+    # the tokens are LinGen's samples: with v putting all weight on a sharp row, the sample is its argmax
+    sharp = lambda ctx: np.log(np.array([1e-12, 1 - 3e-12, 1e-12, 1e-12]))             # noqa: E731
+    assert lg.lingen(sharp, [(0,)], np.array([[5.0]]), [(1,)], 3).tokens.tolist() == [[1, 1, 1]]
+
+
+def test_baseline_generation_records_kl_of_the_baseline_from_the_model():
+    targets = [(1, 3), (0,)]
+    g = lg.generate_baseline(lambda ctx: np.stack([other_oracle(c) for c in ctx]), hand_oracle, targets, 2, seed=1)
+    for i, target in enumerate(targets):
+        for t in range(2):
+            ctx = target + tuple(int(x) for x in g.tokens[i, :t])
+            q, p = other_oracle(ctx), hand_oracle(ctx)
+            assert abs(kl(q, p) - kl(p, q)) > 0.05 * kl(q, p)
+            assert g.kl[i, t] == pytest.approx(kl(q, p), rel=1e-9)
+    # the short-context baseline reads only the last `window` tokens
+    seen = []
+    lg.short_context(lambda c: seen.append(c) or np.zeros(2), 2)([(1, 2, 3), (4,)])
+    assert set(seen) == {(2, 3), (4,)} and seen[-2:] == [(2, 3), (4,)]
+
+
+def test_lemma_c18_measures_kl_of_the_truth_from_lingen():
+    """The measured D_KL(P_truth ‖ P_LinGen) of Lemma C.18 (KL(M ‖ LinGen) along M's samples), by hand at m = 1,
+    with S1, S2 and Δ written out."""
+    H, target, v = [(0,), (1, 2)], (3,), np.array([0.8, 0.4])
+    est = lg.lemma_c18_estimates(hand_oracle, H, v, target, 1, 3, seed=0)
+    p = hand_oracle(target)
+    LH = np.stack([centred(hand_oracle(h)) for h in H])
+    lin = v @ LH
+    q = lin - np.log(np.exp(lin).sum())
+    assert abs(kl(p, q) - kl(q, p)) > 0.05 * kl(p, q)
+    assert est["measured_kl"] == pytest.approx(kl(p, q), rel=1e-9)
+    X = np.vstack([centred(p), LH])
+    assert np.allclose(est["S1"], X @ X.T) and np.allclose(est["S2"], X @ X.T)   # m = 1: only the empty future
+    assert est["delta"] == pytest.approx(float(((centred(p) - lin) ** 2).sum()), rel=1e-9)
+    assert est["v_norm_sq"] == pytest.approx(0.8, rel=1e-12)
+
+
+def test_next_token_logprobs_and_vocab_of_an_oracle():
+    ctx = [(1,), (2, 3)]
+    assert np.allclose(lg.next_token_logprobs(hand_oracle, ctx), np.stack([hand_oracle(c) for c in ctx]))
+    assert lg.vocab_size(hand_oracle, (1,)) == V3 and lg.context_limit(hand_oracle) is None
+    with pytest.raises(lg.LogitsError, match="alphabet_size"):
+        lg.vocab_size(hand_oracle)
+    with pytest.raises(lg.LogitsError, match="shape"):
+        lg.next_token_logprobs(hand_oracle, ctx, alphabet_size=5)
+
+
+# ---------------------------------------------------------------------------
+# what must hold for every input (hypothesis)
+# ---------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+finite = st.floats(-12, 12, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def logit_pairs(draw):
+    n, blocks, width = draw(st.integers(1, 4)), draw(st.integers(1, 3)), draw(st.integers(2, 5))
+    shape = (n, blocks * width)
+    return draw(hnp.arrays(np.float64, shape, elements=finite)), draw(hnp.arrays(np.float64, shape, elements=finite)), \
+        width
+
+
+@settings(max_examples=200, deadline=None)
+@given(logit_pairs())
+def test_fact_a2_holds_for_every_pair(pair):
+    L, A, width = pair
+    total = lg._block_kl(L, A, width).sum()
+    assert total >= -1e-9                                              # a KL is never negative
+    assert lg.fact_a2_violation(L, A, width) <= 1e-9 * (1 + total)
+    assert lg.average_kl(L, A, width) == pytest.approx(total / (L.shape[0] * (L.shape[1] // width)), abs=1e-9)
+    shift = np.repeat(np.arange(L.shape[1] // width, dtype=float), width)[None]   # a constant per block
+    assert lg.average_kl(L + 2 * shift, A - shift, width) == pytest.approx(lg.average_kl(L, A, width), abs=1e-7)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 10 ** 6), finite, st.floats(0, 5))
+def test_lemma_c18_bound_takes_the_smallest_gamma(d, seed, delta_log, v_norm_sq):
+    rng = np.random.default_rng(seed)
+    X1, X2 = rng.standard_normal((d, 3 * d)), rng.standard_normal((d, 2 * d)) * rng.uniform(0.1, 3)
+    S1, S2 = X1 @ X1.T / (3 * d), X2 @ X2.T / (2 * d)
+    delta = float(np.exp(delta_log / 4))
+    b = lg.lemma_c18_bound(S1, S2, delta, v_norm_sq, 3)
+    gap = np.linalg.eigvalsh(b["alpha"] * S1 + b["gamma"] * np.eye(d) - S2)
+    assert gap.min() >= -1e-9 * (1 + b["gamma"])                      # S2 ⪯ α S1 + γ I
+    if b["gamma"] > 1e-6:                                              # and no smaller γ would do
+        assert np.linalg.eigvalsh(b["alpha"] * S1 + 0.999 * b["gamma"] * np.eye(d) - S2).min() < 0
+    assert b["bound"] == pytest.approx(2 * 3 * np.sqrt(b["alpha"] * delta + b["gamma"] * (1 + v_norm_sq)), rel=1e-12)
+    grid = np.geomspace(1e-3, 1e3, 121)
+    for a in grid[::20]:                                                # the minimum over the grid
+        g = max(float(np.linalg.eigvalsh(S2 - a * S1)[-1]), 0.0)
+        assert b["bound"] <= 2 * 3 * np.sqrt(a * delta + g * (1 + v_norm_sq)) + 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(1, 3))
+def test_lemma_c18_bounds_the_measured_divergence_on_random_models(seed, m):
+    """The lemma holds for the empirical distributions, whatever the model and v (an ISAN here)."""
+    rng = np.random.default_rng(seed)
+    model = isan.random_isan(2, 3, 6, rng)
+    H = [tuple(int(x) for x in rng.integers(0, 3, rng.integers(1, 3))) for _ in range(3)]
+    v = rng.standard_normal(3)
+    target = tuple(int(x) for x in rng.integers(0, 3, 2))
+    est = lg.lemma_c18_estimates(model.next_logprobs, H, v, target, m, 2, seed=seed)
+    b = lg.lemma_c18_bound(est["S1"], est["S2"], est["delta"], est["v_norm_sq"], m)
+    assert b["bound"] >= est["measured_kl"] - 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.1, 2.0), st.integers(8, 600))
+def test_original_reading_is_exact_on_every_power_law(alpha, n):
+    s = np.arange(1, n + 1, dtype=float) ** -alpha
+    assert lg.fit_power_law(s, "original").alpha == pytest.approx(alpha, abs=1e-8)
+    assert lg.fit_power_law(s, "literal").alpha < alpha                # the literal reading is biased low
+
+
+@settings(max_examples=100, deadline=None)
+@given(hnp.arrays(np.float64, (5, 12), elements=finite))
+def test_history_independent_fraction_is_a_share(L):
+    f = lg.history_independent_fraction(L, 3)
+    assert -1e-12 <= f <= 1 + 1e-12
+    same = np.repeat(L[:1], 5, axis=0)
+    assert lg.history_independent_fraction(same, 3) == pytest.approx(1.0)
+
+
+def test_history_independent_fraction_by_hand():
+    # two histories, one future of width 2: block-centred rows (1, −1) and (3, −3); mean (2, −2)
+    L = np.array([[5.0, 3.0], [3.0, -3.0]])
+    assert lg.history_independent_fraction(L, 2) == pytest.approx(2 * 8 / (2 + 18))
+    assert lg.history_independent_fraction(L + np.array([[7.0, 7.0], [-1.0, -1.0]]), 2) == pytest.approx(0.8)
+    assert lg.history_independent_fraction(np.array([[1.0, -1.0], [-1.0, 1.0]]), 2) == pytest.approx(0.0)
+    with pytest.raises(lg.LogitsError, match="multiple"):
+        lg.history_independent_fraction(L, 3)
+
+
+# ---------------------------------------------------------------------------
+# spectra, truncations and subspaces against closed forms
+# ---------------------------------------------------------------------------
+
+def test_spectra_and_truncation_closed_forms():
+    rng = np.random.default_rng(3)
+    L = rng.standard_normal((6, 20))
+    s = np.linalg.svd(L, compute_uv=False)
+    assert np.allclose(lg.normalised_singular_values(L), s / np.sqrt(120))
+    usv = lg.svd(L)
+    for r in (1, 3, 6):                                                # Eckart–Young
+        err = np.linalg.norm(L - lg.rank_r_approximation(usv, r))
+        assert err == pytest.approx(np.sqrt((s[r:] ** 2).sum()), abs=1e-10)
+        assert np.linalg.matrix_rank(lg.rank_r_approximation(usv, r)) == r
+    cur = lg.avg_kl_curve(L, 4, [1, 2, 9], usv=usv)
+    assert list(cur["ranks"]) == [1, 2]                                 # ranks beyond min(shape) dropped
+    assert cur["bound"][0] == pytest.approx(lg.fact_a2_bound(L, lg.rank_r_approximation(usv, 1)) / 30)
+    assert cur["kl"][1] == pytest.approx(lg.average_kl(L, lg.rank_r_approximation(usv, 2), 4))
+    D = lg.downsized(np.arange(12 * 8 * 3.0).reshape(12, 24), 8, 4)    # first |H|/2 rows, first |F|/2 blocks
+    assert np.array_equal(D, np.arange(12 * 8 * 3.0).reshape(12, 24)[:6, :12])
+    B = lg.rank1_baseline(np.array([1.0, 2.0, 3.0]), 2)
+    assert np.array_equal(B, [[1, 2, 3], [1, 2, 3]])
+    with pytest.raises(lg.LogitsError, match="method"):
+        lg.svd(L, "other")
+    with pytest.raises(lg.LogitsError, match="same shape"):
+        lg.average_kl(L, L[:, :8], 4)
+
+
+def test_principal_angles_by_hand():
+    # two planes in R^3 sharing the x axis, the second tilted by 60° about it: cosines 1 and 1/2
+    P1 = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    P2 = np.array([[1.0, 0.0], [0.0, 0.5], [0.0, np.sqrt(3) / 2]])
+    cos = lg.column_space_angles(P1 @ np.diag([5.0, 1.0]), P2 @ np.diag([4.0, 2.0]), 2)
+    assert np.allclose(cos, [1.0, 0.5])
+    # one random direction in R^n: E|cos| = Γ(n/2) / (√π Γ((n+1)/2)) ≈ √(2/(πn))
+    from scipy.special import gammaln
+    n = 50
+    want = np.exp(gammaln(n / 2) - gammaln((n + 1) / 2)) / np.sqrt(np.pi)
+    assert lg.random_subspace_cosines(n, 1, trials=4000)[0] == pytest.approx(want, rel=0.05)
+
+
+def test_lingen_coefficients_with_ridge():
+    rng = np.random.default_rng(2)
+    A, b = rng.standard_normal((4, 9)), rng.standard_normal(9)
+    v = lg.lingen_coefficients(A, b, ridge=0.7)
+    assert np.allclose(v, np.linalg.solve(A @ A.T + 0.7 * np.eye(4), A @ b))
+    assert np.allclose(lg.lingen_coefficients(A, b), np.linalg.lstsq(A.T, b, rcond=None)[0])
+    with pytest.raises(lg.LogitsError, match="columns"):
+        lg.lingen_coefficients(A, b[:5])
+
+
+def test_token_spans_lengths():
+    toks = [np.arange(100) + 1000 * d for d in range(12)]
+    for part in ("history", "future"):
+        spans = lg.sample_token_spans(toks, 10, 8, 30, seed=4, part=part)
+        for s in spans:                                                   # consecutive tokens of one document
+            assert np.all(np.diff(s) == 1) and len({t // 1000 for t in s}) <= 1
+        lengths = [len(s) for s in spans]
+        assert all(8 <= x <= 30 for x in lengths) if part == "history" else all(0 <= x <= 22 for x in lengths)
+    h = lg.sample_token_spans(toks, 10, 8, 30, seed=4)
+    f = lg.sample_token_spans(toks, 10, 8, 30, seed=4, part="future")
+    assert all(len(a) + len(b) == 30 for a, b in zip(h, f))                # the same windows, cut at ℓ
+    with pytest.raises(lg.LogitsError, match="need 50"):
+        lg.sample_token_spans(toks, 50, 8, 30)
