@@ -171,7 +171,7 @@ def low_rank_kl(model, L, futures, width: int, ranks: Sequence[int], downsize: S
     (factor 1 = the full matrix), and App. A.1.3's baseline, every row the centred logits after f
     alone at f's selected columns (the k most likely tokens after f, ``width`` = k)."""
     L = np.asarray(L, dtype=np.float64)
-    usv = usv if usv is not None else lg.svd(L)
+    usv = usv if usv is not None else lg.svd(L, "auto", q=max(ranks))
     curves = {1: lg.avg_kl_curve(L, width, ranks, usv=usv)}
     for i in downsize:
         curves[i] = lg.avg_kl_curve(lg.downsized(L, len(futures), i), width, ranks)
@@ -187,7 +187,7 @@ def low_rank_kl(model, L, futures, width: int, ranks: Sequence[int], downsize: S
 
 def kl_at_rank(L, width: int, r: int, usv=None) -> float:
     """D_KL^avg(L, A_r) (Def 3.1) for the rank-r truncated SVD A_r of L."""
-    usv = usv if usv is not None else lg.svd(L)
+    usv = usv if usv is not None else lg.svd(L, "auto", q=r)
     return lg.average_kl(L, lg.rank_r_approximation(usv, r), width)
 
 
@@ -245,13 +245,8 @@ def mean_cosine(U1, U2) -> float:
 def random_subspace_null(n: int, r: int, trials: int, seed: int = 0) -> tuple[float, float]:
     """Mean and standard deviation, over ``trials`` pairs of independent uniformly random
     r-dimensional subspaces of R^n, of the mean cosine of their principal angles."""
-    rng = np.random.default_rng(seed)
-    means = []
-    for _ in range(trials):
-        q1 = torch.linalg.qr(lg.as_tensor(rng.standard_normal((n, r))))[0].numpy()
-        q2 = torch.linalg.qr(lg.as_tensor(rng.standard_normal((n, r))))[0].numpy()
-        means.append(mean_cosine(q1, q2))
-    return float(np.mean(means)), float(np.std(means, ddof=1))
+    means = lg.random_subspace_cosine_trials(n, r, trials, seed).mean(axis=1)
+    return float(np.mean(means)), float(np.std(means, ddof=1)) if trials > 1 else 0.0
 
 
 @dataclass
@@ -331,11 +326,13 @@ BASELINES = (SINGLE_TOKEN, SHORT_CONTEXT, EARLIER_CHECKPOINT)
 @dataclass
 class LinGenComparison:
     """KL(generator ‖ M) per generation and position, ``kl[name]`` of shape (G, m), for LinGen and its
-    baselines on the same G targets, and ``history_independent_fraction`` of the regression matrix
-    L_{M,k}(H, F) (:func:`lib.logits.history_independent_fraction`)."""
+    baselines on the same G targets, their sampled ``tokens``, the regressed ``coefficients`` v (one row
+    per target) of the generators that have them, and ``history_independent_fraction`` of the
+    regression matrix L_{M,k}(H, F) (:func:`lib.logits.history_independent_fraction`)."""
     kl: dict[str, np.ndarray]
     history_independent_fraction: float = float("nan")
     tokens: dict[str, np.ndarray] = field(default_factory=dict)
+    coefficients: dict[str, np.ndarray] = field(default_factory=dict)
 
     def per_position(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Mean KL at each position t = 1..m over the generations, and its standard error."""
@@ -377,6 +374,7 @@ def lingen_comparison(model, histories, futures, targets, *, k: int, steps: int,
     out = LinGenComparison({}, lg.history_independent_fraction(LH, k))
     for name, (A, B) in coefficients.items():
         v = np.stack([lg.lingen_coefficients(A, B[i]) for i in range(len(targets))])
+        out.coefficients[name] = v
         g = lg.lingen(model, histories, np.repeat(v, samples, 0), G_targets, steps, seed=seed)
         out.kl[name], out.tokens[name] = g.kl, g.tokens
     for name, g in (baselines or {}).items():

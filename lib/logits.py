@@ -31,7 +31,8 @@ What is here:
 * :func:`rank_r_approximation`, :func:`average_kl` (Def 3.1), :func:`fact_a2_bound` (Fact A.2),
   :func:`rank1_baseline` (A.1.3).
 * :func:`column_space_angles` and :func:`random_subspace_cosines` (§3.2, App. A.2).
-* :func:`history_independent_fraction` — how much of a logit matrix is the same for every history.
+* :func:`history_independent_fraction`, :func:`history_dependent_rms` — how much of a logit matrix is the
+  same for every history, and how large the rest is.
 * :func:`permute_tokens` (nonsense sets), :func:`lingen_coefficients`, :func:`lingen` (Algorithm 1,
   §3.3) and its baselines, :func:`lemma_c18_bound` (App. C.4).
 
@@ -546,10 +547,16 @@ def downsized(L, n_futures: int, factor: float) -> np.ndarray:
 # low-rank approximation and average KL (Def 3.1, Fact A.2, App. A.1.3)
 # ---------------------------------------------------------------------------
 
+EXACT_SVD_MAX_ENTRIES = 5 * 10 ** 7   # above this many entries "auto" takes torch.svd_lowrank, as the paper (A.1.3)
+
+
 def svd(L, method: str = "exact", q: int | None = None, seed: int = 0):
-    """(U, S, Vh) of L: ``"exact"`` (LAPACK) or ``"lowrank"`` (``torch.svd_lowrank`` with q
-    components, as the paper)."""
+    """(U, S, Vh) of L: ``"exact"`` (LAPACK), ``"lowrank"`` (``torch.svd_lowrank`` with q
+    components, as the paper), or ``"auto"``: exact up to :data:`EXACT_SVD_MAX_ENTRIES` entries,
+    low-rank beyond."""
     L = np.asarray(L, dtype=np.float64)
+    if method == "auto":
+        method = "exact" if L.size <= EXACT_SVD_MAX_ENTRIES else "lowrank"
     if method == "exact":
         U, S, Vh = torch.linalg.svd(as_tensor(L), full_matrices=False)
         return U.numpy(), S.numpy(), Vh.numpy()
@@ -601,10 +608,8 @@ def avg_kl_curve(L, width: int, ranks: Sequence[int], method: str = "auto", seed
     L = np.asarray(L, dtype=np.float64)
     n_blocks = L.shape[0] * (L.shape[1] // width)
     ranks = [int(r) for r in ranks if 1 <= r <= min(L.shape)]
-    if method == "auto":  # exact where it is cheap, torch.svd_lowrank (as the paper) on large matrices
-        method = "exact" if L.size <= 5 * 10 ** 7 else "lowrank"
     if usv is None:  # ``usv``: an SVD of L computed before, reused
-        usv = svd(L, method, q=max(ranks) if method == "lowrank" else None, seed=seed)
+        usv = svd(L, method, q=max(ranks), seed=seed)
     kl, bound = [], []
     for r in ranks:
         A = rank_r_approximation(usv, r)
@@ -639,40 +644,53 @@ def column_space_angles(L1, L2, r: int, usv1=None, usv2=None) -> np.ndarray:
     def top(L, usv=None):
         if usv is not None:
             return usv[0][:, :r]
-        L = np.asarray(L, dtype=np.float64)
-        if L.size <= 5 * 10 ** 7:
-            return svd(L)[0][:, :r]
-        return svd(L, "lowrank", q=min(min(L.shape), r + 10))[0][:, :r]
+        return svd(L, "auto", q=min(min(np.shape(L)), r + 10))[0][:, :r]
 
     return np.cos(principal_angles(top(L1, usv1), top(L2, usv2)))
+
+
+def random_subspace_cosine_trials(n: int, r: int, trials: int, seed: int = 0) -> np.ndarray:
+    """(trials, r): for each of ``trials`` pairs of independent uniformly random r-dimensional subspaces
+    of R^n, the cosines (descending) of their principal angles (the null of Figs 4 and 11)."""
+    from .modes import principal_angles
+
+    rng = np.random.default_rng(seed)
+    return np.stack([np.cos(principal_angles(rng.standard_normal((n, r)), rng.standard_normal((n, r))))
+                     for _ in range(trials)])
 
 
 def random_subspace_cosines(n: int, r: int, seed: int = 0, trials: int = 20) -> np.ndarray:
     """Mean cosines (descending) of the principal angles between two independent uniformly random
     r-dimensional subspaces of R^n (the dashed baseline of Figs 4 and 11)."""
-    from .modes import principal_angles
+    return random_subspace_cosine_trials(n, r, trials, seed).mean(axis=0)
 
-    rng = np.random.default_rng(seed)
-    cos = [np.cos(principal_angles(rng.standard_normal((n, r)), rng.standard_normal((n, r))))
-           for _ in range(trials)]
-    return np.mean(cos, axis=0)
+
+def block_centred(L, width: int) -> np.ndarray:
+    """L with each (h, f) block of ``width`` columns centred to mean 0 (a block of logits is defined up to
+    a constant: softmax ignores it)."""
+    L = np.asarray(L, dtype=np.float64)
+    if L.ndim != 2 or L.shape[1] % width:
+        raise LogitsError(f"L has shape {L.shape}; its columns must be a multiple of width = {width}")
+    X = L.reshape(L.shape[0], -1, width)
+    return (X - X.mean(2, keepdims=True)).reshape(L.shape)
 
 
 def history_independent_fraction(L, width: int) -> float:
     """The share of L's variance that does not depend on the history.
 
-    Each (h, f) block of ``width`` columns is first centred (a logit block is defined up to a
-    constant: softmax ignores it), giving X; the history-independent part is X's column mean over
-    the histories, x̄. Returns |H|·‖x̄‖² / ‖X‖² in [0, 1]: 1 when every history has the same row,
+    With X = :func:`block_centred` L, the history-independent part is X's column mean over the
+    histories, x̄. Returns |H|·‖x̄‖² / ‖X‖² in [0, 1]: 1 when every history has the same row,
     near 1/|H| when rows are independent noise around zero."""
-    L = np.asarray(L, dtype=np.float64)
-    n = L.shape[0]
-    if L.shape[1] % width:
-        raise LogitsError(f"L has {L.shape[1]} columns, not a multiple of width = {width}")
-    X = L.reshape(n, -1, width)
-    X = (X - X.mean(2, keepdims=True)).reshape(n, -1)
+    X = block_centred(L, width)
     total = float((X ** 2).sum())
-    return float(n * (X.mean(0) ** 2).sum() / total) if total > 0 else 1.0
+    return float(X.shape[0] * (X.mean(0) ** 2).sum() / total) if total > 0 else 1.0
+
+
+def history_dependent_rms(L, width: int) -> float:
+    """The root mean square of what depends on the history: √(mean of (X − x̄)²) for X =
+    :func:`block_centred` L and x̄ its column mean over the histories (nats, in logit units)."""
+    X = block_centred(L, width)
+    return float(np.sqrt(((X - X.mean(0)) ** 2).mean()))
 
 
 def nearest_neighbours(L) -> np.ndarray:

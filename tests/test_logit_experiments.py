@@ -150,6 +150,10 @@ def test_overlap_against_control_both_ways():
     assert res.control == pytest.approx(lg.column_space_angles(*unrelated, r).mean(), abs=1e-8)
     assert res.test > 0.95 and res.z > 3 and res.difference == pytest.approx(res.test - res.control)
     assert res.z_test_vs_random > res.z_control_vs_random
+    mu, sd = lx.random_subspace_null(n, r, 20, seed=0)                       # the same null, the same seed
+    assert (res.null_mean, res.null_sd) == (pytest.approx(mu), pytest.approx(sd))
+    assert res.z_test_vs_random == pytest.approx((res.test - mu) / sd)
+    assert res.z_control_vs_random == pytest.approx((res.control - mu) / sd)
     back = lx.overlap_against_control(tuple(unrelated), tuple(aligned), width, r, n_boot=60, null_trials=20)
     assert back.z < -3                                                       # the other way round: no
     same = lx.overlap_against_control(tuple(aligned), tuple(aligned), width, r, n_boot=20, null_trials=5)

@@ -544,6 +544,8 @@ def test_history_independent_fraction_by_hand():
     assert lg.history_independent_fraction(L, 2) == pytest.approx(2 * 8 / (2 + 18))
     assert lg.history_independent_fraction(L + np.array([[7.0, 7.0], [-1.0, -1.0]]), 2) == pytest.approx(0.8)
     assert lg.history_independent_fraction(np.array([[1.0, -1.0], [-1.0, 1.0]]), 2) == pytest.approx(0.0)
+    assert lg.history_independent_fraction(1e-3 * L, 2) == pytest.approx(2 * 8 / (2 + 18))   # a share: scale-free
+    assert lg.history_independent_fraction(np.ones((3, 4)), 2) == 1.0                        # nothing varies at all
     with pytest.raises(lg.LogitsError, match="multiple"):
         lg.history_independent_fraction(L, 3)
 
@@ -612,3 +614,102 @@ def test_token_spans_lengths():
     assert all(len(a) + len(b) == 30 for a, b in zip(h, f))                # the same windows, cut at ℓ
     with pytest.raises(lg.LogitsError, match="need 50"):
         lg.sample_token_spans(toks, 50, 8, 30)
+
+
+def test_columns_and_oracle_input_refused():
+    H, F = [(1,), (2,)], [(0,), (3,)]
+    ok = lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array([[0, 3], [1, 2]]))
+    assert ok.shape == (2, 4) and ok[1, 2] == pytest.approx(centred(hand_oracle((2, 3)))[1])
+    for bad in ([[0, 4], [1, 2]], [[0, 1], [-1, 2]]):                  # one id above, one below the vocabulary
+        with pytest.raises(lg.LogitsError, match="outside the vocabulary"):
+            lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array(bad))
+    with pytest.raises(lg.LogitsError, match=r"\(\|F\|, k\)"):
+        lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array([[0, 1]]))
+    with pytest.raises(lg.LogitsError, match="alphabet_size"):
+        lg.extended_logit_matrix(hand_oracle, [], F)
+    with pytest.raises(lg.LogitsError, match="must be a CausalLM"):
+        lg.extended_logit_matrix(42, H, F)
+    with pytest.raises(lg.LogitsError, match="'how'"):
+        lg.select_columns(hand_oracle, F, 2, how="best")
+
+
+def test_spans_use_distinct_windows():
+    """one_per_document=False draws 2n distinct disjoint windows: with exactly 2n windows available, every
+    window is used once (each document gives its 4 windows of 50 characters, no more, no fewer)."""
+    docs = [" ".join(f"d{d:02d}w{i:02d}" for i in range(40))[:200] for d in range(10)]
+    assert all(len(d) == 200 for d in docs)
+    sp = lg.sample_spans(docs, 20, 10, 50, seed=5, one_per_document=False)
+    counts = np.bincount(sp.history_docs + sp.future_docs, minlength=10)
+    assert counts.tolist() == [4] * 10
+    with pytest.raises(lg.LogitsError, match="disjoint windows"):
+        lg.sample_spans(docs, 21, 10, 50, one_per_document=False)
+
+
+def test_history_dependent_rms_by_hand():
+    # block-centred rows (1, −1) and (3, −3): their mean (2, −2); what depends on the history: (∓1, ±1)
+    L = np.array([[5.0, 3.0], [3.0, -3.0]])
+    assert lg.history_dependent_rms(L, 2) == pytest.approx(1.0)
+    assert lg.history_dependent_rms(np.tile(L[:1], (3, 1)), 2) == pytest.approx(0.0)
+    assert np.allclose(lg.block_centred(L, 2), [[1.0, -1.0], [3.0, -3.0]])
+    with pytest.raises(lg.LogitsError, match="multiple"):
+        lg.block_centred(L, 3)
+
+
+def test_large_matrices_take_the_low_rank_svd(monkeypatch):
+    """Above EXACT_SVD_MAX_ENTRIES the "auto" SVD is torch.svd_lowrank (as the paper): on an exactly low-rank
+    matrix it gives the same truncations, column spaces and KL curve as the exact one."""
+    rng = np.random.default_rng(7)
+    L1 = rng.standard_normal((30, 3)) @ rng.standard_normal((3, 40))
+    L2 = L1 @ rng.standard_normal((40, 24))                                # the same column space
+    exact = lg.avg_kl_curve(L1, 4, [1, 2, 3])
+    monkeypatch.setattr(lg, "EXACT_SVD_MAX_ENTRIES", 100)
+    calls = []
+    lowrank = torch.svd_lowrank
+    monkeypatch.setattr(torch, "svd_lowrank", lambda *a, **k: calls.append(k.get("q")) or lowrank(*a, **k))
+    assert np.allclose(lg.column_space_angles(L1, L2, 3), 1.0, atol=1e-6)
+    assert calls == [13, 13]                                                # r + 10 components, both matrices
+    cur = lg.avg_kl_curve(L1, 4, [1, 2, 3])
+    assert calls[-1] == 3 and np.allclose(cur["kl"], exact["kl"], atol=1e-8)
+    U, S, Vh = lg.svd(L1, "auto", q=3)
+    assert U.shape == (30, 3) and np.allclose((U * S) @ Vh, L1, atol=1e-8)
+
+
+def test_random_subspace_trials():
+    trials = lg.random_subspace_cosine_trials(30, 4, 6, seed=2)
+    assert trials.shape == (6, 4) and np.all(np.diff(trials, axis=1) <= 1e-12) and np.all((trials >= 0) & (trials <= 1))
+    assert np.allclose(lg.random_subspace_cosines(30, 4, seed=2, trials=6), trials.mean(0))
+    assert np.allclose(lg.random_subspace_cosine_trials(5, 5, 3), 1.0)      # two r = n subspaces are all of R^n
+
+
+def sharp_oracle(ctx):
+    """Token 1 with probability 1 − O(1e-12) after every context; the other logits depend on the context."""
+    z = np.arange(V3)
+    logits = 0.5 * np.cos(0.8 * z * (1 + sum(ctx)) + len(ctx)) + 30.0 * (z == 1)
+    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+
+
+def test_lemma_c18_follows_the_models_own_continuations():
+    """P2 is M's continuations of h₀: with a model that always continues with token 1, S2 and the measured
+    divergence over m = 2 tokens are those along h₀, h₀∘1, written out by hand."""
+    H, target, v = [(0,), (2, 3)], (3,), np.array([0.7, 0.5])
+    est = lg.lemma_c18_estimates(sharp_oracle, H, v, target, 2, 3, seed=0)
+    X, kls = [], []
+    for f in ((), (1,)):
+        p = sharp_oracle(target + f)
+        LH = np.stack([centred(sharp_oracle(h + f)) for h in H])
+        lin = v @ LH
+        kls.append(kl(p, lin - np.log(np.exp(lin).sum())))
+        X.append(np.vstack([centred(p), LH]))
+    assert est["measured_kl"] == pytest.approx(sum(kls), rel=1e-6)
+    assert np.allclose(est["S2"], (X[0] @ X[0].T + X[1] @ X[1].T) / 2, rtol=1e-8)
+    assert not np.allclose(est["S1"], est["S2"], rtol=1e-3)                  # random strings: another second moment
+
+
+def test_span_lengths_refused():
+    docs = ["a b c d e f g h i j " * 5] * 4
+    for bad in ((0, 10), (5, 4)):
+        with pytest.raises(lg.LogitsError, match="l_min <= l_max"):
+            lg.sample_spans(docs, 1, *bad)
+        with pytest.raises(lg.LogitsError, match="l_min <= l_max"):
+            lg.sample_token_spans([np.arange(40)] * 3, 1, *bad)
+    lg.sample_spans(docs, 1, 1, 10)
