@@ -17,8 +17,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from .causal_lm import HUB_NAME, CausalLM, ModelUnavailableError
-from .causal_lm import _env_offline as hub_offline, _hub_reachable as hub_reachable  # XXX-FINAL: public names
+from .causal_lm import HUB_NAME, CausalLM, ModelUnavailableError, hub_offline, hub_reachable
 
 
 class ModelSourceError(ValueError):
