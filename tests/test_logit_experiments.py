@@ -109,12 +109,13 @@ def test_low_rank_kl_on_an_oracle():
     H = isan.all_histories(4, 2)[:10]
     F = [f for f in isan.all_futures(4, 2) if f][:6]
     L = lg.extended_logit_matrix(model.next_logits, H, F, k=3)
-    res = lx.low_rank_kl(model.next_logits, L, F, 3, [1, 2, 4], downsize=[4])
+    res = lx.low_rank_kl(model.next_logits, L, F, 3, [1, 2, 4, 10], downsize=[4])
+    assert res.max_violation == pytest.approx(0.0, abs=1e-9)              # rank 10 = |H|: exact, both sides 0
+    assert lx.low_rank_kl(model.next_logits, L, F, 3, [1, 2]).max_violation < -1e-6
     assert set(res.curves) == {1, 4} and res.curves[4]["kl"].shape[0] >= 1
     cols = lg.select_columns(model.next_logits, F, 3)
     row = np.concatenate([model.next_logits(f)[cols[j]] for j, f in enumerate(F)])   # logits after f alone
     assert res.baseline_kl == pytest.approx(lg.average_kl(L, np.tile(row, (10, 1)), 3), rel=1e-10)
-    assert res.max_violation <= 1e-9
     assert lx.kl_at_rank(L, 3, 2) == pytest.approx(res.curves[1]["kl"][1], rel=1e-10)
 
 
@@ -133,6 +134,8 @@ def test_grams_eigenvectors_and_mean_cosine():
     e1, e2 = np.eye(3)[:, :1], np.array([[1.0], [1.0], [0.0]]) / np.sqrt(2)
     assert lx.mean_cosine(e1, e2) == pytest.approx(np.sqrt(0.5))
     assert lx.random_subspace_null(6, 6, 5) == (pytest.approx(1.0), pytest.approx(0.0, abs=1e-12))
+    trials = lg.random_subspace_cosine_trials(30, 3, 7, seed=4).mean(axis=1)
+    assert lx.random_subspace_null(30, 3, 7, seed=4) == (pytest.approx(trials.mean()), pytest.approx(trials.std(ddof=1)))
     mu, sd = lx.random_subspace_null(200, 1, 400, seed=1)
     assert mu == pytest.approx(np.sqrt(2 / (np.pi * 200)), rel=0.1) and sd > 0
 

@@ -564,10 +564,11 @@ def test_spectra_and_truncation_closed_forms():
         err = np.linalg.norm(L - lg.rank_r_approximation(usv, r))
         assert err == pytest.approx(np.sqrt((s[r:] ** 2).sum()), abs=1e-10)
         assert np.linalg.matrix_rank(lg.rank_r_approximation(usv, r)) == r
-    cur = lg.avg_kl_curve(L, 4, [1, 2, 9], usv=usv)
-    assert list(cur["ranks"]) == [1, 2]                                 # ranks beyond min(shape) dropped
+    cur = lg.avg_kl_curve(L, 4, [0, 1, 2, 6, 9], usv=usv)
+    assert list(cur["ranks"]) == [1, 2, 6]                              # ranks outside 1..min(shape) dropped
     assert cur["bound"][0] == pytest.approx(lg.fact_a2_bound(L, lg.rank_r_approximation(usv, 1)) / 30)
     assert cur["kl"][1] == pytest.approx(lg.average_kl(L, lg.rank_r_approximation(usv, 2), 4))
+    assert cur["kl"][2] == pytest.approx(0.0, abs=1e-12)
     D = lg.downsized(np.arange(12 * 8 * 3.0).reshape(12, 24), 8, 4)    # first |H|/2 rows, first |F|/2 blocks
     assert np.array_equal(D, np.arange(12 * 8 * 3.0).reshape(12, 24)[:6, :12])
     B = lg.rank1_baseline(np.array([1.0, 2.0, 3.0]), 2)

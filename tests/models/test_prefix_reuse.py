@@ -204,3 +204,21 @@ def test_last_position_path_fails_at_the_wrong_position(monkeypatch):
     other = tiny_lm(4)
     assert not prefix_reuse.last_position_supported(other)
     assert np.abs(lg.extended_logit_matrix(other, H, F) - ref).max() <= 1e-5
+
+
+def test_a_head_with_a_bias_is_centred_too():
+    """The selected columns of a head with a bias: L[z] = (W_z − W̄)·x + (b_z − b̄), as a forward pass gives."""
+    model = tiny_lm(6)
+    head = model.model.get_output_embeddings()
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.copy_(torch.linspace(-2, 3, head.out_features) ** 2)
+    model.model.set_output_embeddings(biased)
+    rng = np.random.default_rng(13)
+    H, F = seqs(rng, 5, 1, 6), seqs(rng, 4, 1, 5)
+    cols = lg.select_columns(model, F, 6)
+    ref = lg.naive_extended_logit_matrix(model, H, F, columns=cols)
+    assert np.abs(lg.extended_logit_matrix(model, H, F, columns=cols) - ref).max() <= 1e-4
+    model.model.set_output_embeddings(head)                            # without the bias: another matrix
+    assert np.abs(lg.extended_logit_matrix(model, H, F, columns=cols) - ref).max() > 1e-2
