@@ -28,6 +28,7 @@ def test_alpha_over_n_reads_the_nested_submatrices():
         for r in lx.READINGS:
             assert curve.alpha[r][j] == pytest.approx(lg.fit_power_law(s, r).alpha, abs=1e-10)
     assert curve.at("original", 20) == curve.alpha["original"][1]
+    assert list(lx.alpha_over_n(L, width, [3, 4, 8]).sizes) == [4, 8]    # the fit needs 4 singular values
 
 
 def test_planted_curve_bias_shrinks_with_n():

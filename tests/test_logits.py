@@ -663,10 +663,13 @@ def test_large_matrices_take_the_low_rank_svd(monkeypatch):
     L1 = rng.standard_normal((30, 3)) @ rng.standard_normal((3, 40))
     L2 = L1 @ rng.standard_normal((40, 24))                                # the same column space
     exact = lg.avg_kl_curve(L1, 4, [1, 2, 3])
-    monkeypatch.setattr(lg, "EXACT_SVD_MAX_ENTRIES", 100)
     calls = []
     lowrank = torch.svd_lowrank
     monkeypatch.setattr(torch, "svd_lowrank", lambda *a, **k: calls.append(k.get("q")) or lowrank(*a, **k))
+    monkeypatch.setattr(lg, "EXACT_SVD_MAX_ENTRIES", L1.size)                # at the threshold: still exact
+    lg.svd(L1, "auto", q=3)
+    assert calls == []
+    monkeypatch.setattr(lg, "EXACT_SVD_MAX_ENTRIES", 100)
     assert np.allclose(lg.column_space_angles(L1, L2, 3), 1.0, atol=1e-6)
     assert calls == [13, 13]                                                # r + 10 components, both matrices
     cur = lg.avg_kl_curve(L1, 4, [1, 2, 3])

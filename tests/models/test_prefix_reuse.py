@@ -45,6 +45,9 @@ def test_history_blocks_and_future_batches():
     for b in batches:                                               # each pass within the token budget
         assert len(b) == 1 or 2 * len(b) * (4 + max(lengths[j] for j in b)) <= 60
     assert [4] in batches                                           # the long future is padded alone
+    # the budget counts each pass's history and future tokens: G·B·(L + T_max) ≤ batch_tokens
+    tight = prefix_reuse.future_batches([2] * 6, list(range(6)), G=2, L=10, batch_tokens=60)
+    assert tight == [[0, 1], [2, 3], [4, 5]]                        # 2·2·12 = 48 fits, 2·3·12 = 72 does not
 
 
 def test_histories_of_unequal_lengths_share_a_pass(lm, monkeypatch):
@@ -222,3 +225,19 @@ def test_a_head_with_a_bias_is_centred_too():
     assert np.abs(lg.extended_logit_matrix(model, H, F, columns=cols) - ref).max() <= 1e-4
     model.model.set_output_embeddings(head)                            # without the bias: another matrix
     assert np.abs(lg.extended_logit_matrix(model, H, F, columns=cols) - ref).max() > 1e-2
+
+
+def test_only_a_plain_dynamic_cache_counts_as_plain(lm):
+    from transformers.cache_utils import DynamicCache
+
+    backbone, _ = prefix_reuse.lm_parts(lm)
+    with torch.inference_mode():
+        cache = backbone(input_ids=torch.zeros(1, 3, dtype=torch.long), use_cache=True).past_key_values
+    assert type(cache) is DynamicCache and prefix_reuse.plain_kv_cache(cache)
+
+    class OtherCache:                                                # the same layers, another cache type
+        layers = cache.layers
+    assert not prefix_reuse.plain_kv_cache(OtherCache())
+    empty = DynamicCache()
+    empty.layers = []
+    assert not prefix_reuse.plain_kv_cache(empty)
