@@ -266,9 +266,10 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
         alphabet_size = vocab_size(model, histories[0] + futures[0])
     if not lm and alphabet_size is None:
         raise LogitsError("give alphabet_size when histories or futures is empty")
-    V = model.vocab_size if lm else int(alphabet_size)
-    if not lm and (not isinstance(V, (int, np.integer)) or V < 1):
+    if not lm and (isinstance(alphabet_size, bool) or not isinstance(alphabet_size, (int, np.integer))
+                   or alphabet_size < 1):
         raise LogitsError(f"parameter 'alphabet_size' must be a positive integer; got {alphabet_size!r}")
+    V = model.vocab_size if lm else int(alphabet_size)
     if columns is None and k is not None:
         _check_inputs(model, histories, futures, V, k, None, need_nonempty_futures=column_selection == "top")
     else:

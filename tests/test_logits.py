@@ -571,6 +571,7 @@ def test_spectra_and_truncation_closed_forms():
     assert cur["kl"][2] == pytest.approx(0.0, abs=1e-12)
     D = lg.downsized(np.arange(12 * 8 * 3.0).reshape(12, 24), 8, 4)    # first |H|/2 rows, first |F|/2 blocks
     assert np.array_equal(D, np.arange(12 * 8 * 3.0).reshape(12, 24)[:6, :12])
+    assert lg.downsized(np.ones((3, 8)), 4, 1e6).shape == (1, 2)          # at least one history and one future
     B = lg.rank1_baseline(np.array([1.0, 2.0, 3.0]), 2)
     assert np.array_equal(B, [[1, 2, 3], [1, 2, 3]])
     with pytest.raises(lg.LogitsError, match="method"):
@@ -628,6 +629,9 @@ def test_columns_and_oracle_input_refused():
         lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array([[0, 1]]))
     with pytest.raises(lg.LogitsError, match="alphabet_size"):
         lg.extended_logit_matrix(hand_oracle, [], F)
+    for bad in (0, -2, 2.5):
+        with pytest.raises(lg.LogitsError, match="'alphabet_size' must be a positive integer"):
+            lg.extended_logit_matrix(hand_oracle, H, F, alphabet_size=bad)
     with pytest.raises(lg.LogitsError, match="must be a CausalLM"):
         lg.extended_logit_matrix(42, H, F)
     with pytest.raises(lg.LogitsError, match="'how'"):
