@@ -205,6 +205,9 @@ def test_lingen_comparison_is_exact_on_a_target_among_the_histories():
     assert res.kl[lx.SHORT_CONTEXT].max() > 1e-4
     assert 0 <= res.history_independent_fraction <= 1
     assert res.tokens[lx.LINGEN].shape == (1, 3)
+    twice = lx.lingen_comparison(model, H, F, targets, k=3, steps=2, samples=2, seed=1)   # each target twice
+    assert twice.kl[lx.LINGEN].shape == (2, 2) and twice.kl[lx.WITH_EMPTY_FUTURE].max() < 1e-8
+    assert twice.coefficients[lx.LINGEN].shape == (1, 6)
 
 
 def test_lemma_c18_check_rows():

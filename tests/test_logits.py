@@ -616,6 +616,10 @@ def test_token_spans_lengths():
     assert all(len(a) + len(b) == 30 for a, b in zip(h, f))                # the same windows, cut at ℓ
     with pytest.raises(lg.LogitsError, match="need 50"):
         lg.sample_token_spans(toks, 50, 8, 30)
+    # a document of exactly ℓ_max tokens holds one window, at its start
+    for per_doc in (True, False):
+        (one,) = lg.sample_token_spans([np.arange(30)], 1, 8, 30, seed=1, part="history", one_per_document=per_doc)
+        assert one[0] == 0
 
 
 def test_columns_and_oracle_input_refused():
