@@ -48,6 +48,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from lib import logits as lg, substrate  # noqa: E402
+from lib.models import prefix_reuse  # noqa: E402
 from lib.book.timing import machine_info  # noqa: E402
 
 
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
             "naive": lambda: lg.naive_extended_logit_matrix(model, H, F, columns=cols)}
     if not args.no_generic:
         arms["generic"] = lambda: lg.extended_logit_matrix(model, H, F, columns=cols, last_position_only=False)
-    fast = lg._last_position_supported(model)          # the probe runs once, outside the timings
+    fast = prefix_reuse.last_position_supported(model)          # the probe runs once, outside the timings
     names = list(arms)
     times = {a: {"wall": [], "cpu": []} for a in names}
     out = {}

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from lib import isan, logits as lg
+from lib.models import prefix_reuse
 from lib.models.causal_lm import CausalLM, ModelUnavailableError
 
 torch.set_num_threads(1)
@@ -57,136 +58,6 @@ def test_history_reuse_matches_one_pass_per_context(lm):
     assert np.abs(lp.reshape(11, 9, 40).sum(-1)).max() > 1.0
 
 
-def test_histories_of_unequal_lengths_share_a_pass(lm, monkeypatch):
-    """Left-padded history caches (attention mask, position ids) give the unpadded entries."""
-    rng = np.random.default_rng(7)
-    H, F = seqs(rng, 14, 1, 12), seqs(rng, 10, 0, 8)
-    F[4] = ()
-    assert lg._padding_supported(lm)
-    blocks = lg._blocks(H, 5, padded=True)
-    assert any(len({len(H[i]) for i in b}) > 1 for b in blocks)             # mixed lengths in one block
-    assert sorted(i for b in blocks for i in b) == list(range(14))
-    cols = lg.select_columns(lm, [f if f else (1,) for f in F], 6)
-    for kw in ({}, {"columns": cols}, {"centered": False}, {"columns": cols, "centered": False},
-               {"last_position_only": False}, {"columns": cols, "last_position_only": False}):
-        padded = lg.extended_logit_matrix(lm, H, F, rows_per_block=5, batch_tokens=300, **kw)
-        equal = lg.extended_logit_matrix(lm, H, F, rows_per_block=5, batch_tokens=300, pad_histories=False, **kw)
-        naive = lg.naive_extended_logit_matrix(lm, H, F, columns=kw.get("columns"), centered=kw.get("centered", True))
-        assert np.abs(padded - equal).max() <= 1e-5
-        assert np.abs(padded - naive).max() <= 1e-5
-    # the comparison can fail: the histories of a block in another order give another matrix
-    swapped = [H[i] for i in np.roll(np.arange(14), 1)]
-    assert np.abs(lg.naive_extended_logit_matrix(lm, swapped, F) - lg.extended_logit_matrix(lm, H, F)).max() > 1e-2
-    # both the attention mask and the position ids are needed: without either the check fails (the
-    # backbone's own forward, last_position_only=False; the GPT-NeoX path builds both itself)
-    parts, ref = lg._lm_parts, lg.naive_extended_logit_matrix(lm, H, F)
-    for drop, at_least in (("attention_mask", 1e-2), ("position_ids", 1e-3)):
-        def without(model, drop=drop):
-            backbone, head = parts(model)
-
-            def forward(**kw):
-                kw.pop(drop, None)
-                return backbone(**kw)
-            return forward, head
-        monkeypatch.setattr(lg, "_lm_parts", without)
-        assert np.abs(lg.extended_logit_matrix(lm, H, F, rows_per_block=5, last_position_only=False)
-                      - ref).max() > at_least
-    monkeypatch.setattr(lg, "_lm_parts", parts)
-    # every budget gives the same matrix
-    big = lg.extended_logit_matrix(lm, H, F, rows_per_block=14, batch_tokens=10 ** 6)
-    assert np.abs(big - lg.extended_logit_matrix(lm, H, F)).max() <= 1e-5
-
-
-def test_caches_that_cannot_be_padded_keep_equal_lengths(monkeypatch):
-    rng = np.random.default_rng(8)
-    H, F = seqs(rng, 9, 1, 6), seqs(rng, 5, 1, 5)
-    model = tiny_lm(1)
-    ref = lg.naive_extended_logit_matrix(model, H, F)
-    monkeypatch.setattr(lg, "_plain_kv_cache", lambda cache: False)         # e.g. a sliding-window cache
-    assert not lg._padding_supported(model)
-    assert np.abs(lg.extended_logit_matrix(model, H, F, rows_per_block=2) - ref).max() <= 1e-5
-    with pytest.raises(lg.LogitsError, match="pad_histories=True"):
-        lg.extended_logit_matrix(model, H, F, pad_histories=True)
-    assert np.abs(lg.extended_logit_matrix(model, H, F, pad_histories=False) - ref).max() <= 1e-5
-
-
-def test_padding_probe_catches_a_backbone_that_ignores_position_ids(monkeypatch):
-    rng = np.random.default_rng(9)
-    H, F = seqs(rng, 9, 1, 6), seqs(rng, 5, 1, 5)
-    model = tiny_lm(2)
-    ref = lg.naive_extended_logit_matrix(model, H, F)
-    parts = lg._lm_parts
-
-    def no_positions(m):
-        backbone, head = parts(m)
-
-        def forward(**kw):
-            kw.pop("position_ids", None)                  # as a model that silently swallows it would
-            return backbone(**kw)
-        return forward, head
-    monkeypatch.setattr(lg, "_lm_parts", no_positions)
-    assert not lg._padding_supported(model)                 # the probe sees padded != unpadded
-    assert np.abs(lg.extended_logit_matrix(model, H, F, rows_per_block=3) - ref).max() <= 1e-5
-
-
-def neox_lm(seed=0, vocab=40, ctx=48, **overrides):
-    """A tiny random GPT-NeoX with config overrides (sequential residual, no attention bias, one layer)."""
-    from transformers import AutoModelForCausalLM
-
-    from lib.models.mini_pythia import mini_pythia_config
-
-    cfg = mini_pythia_config("p-tiny", vocab, ctx)
-    for key, value in overrides.items():
-        setattr(cfg, key, value)
-    torch.manual_seed(seed)
-    return CausalLM(AutoModelForCausalLM.from_config(cfg), "cpu")
-
-
-@pytest.mark.parametrize("overrides", [{}, {"use_parallel_residual": False}, {"attention_bias": False},
-                                       {"num_hidden_layers": 1}, {"num_hidden_layers": 3, "rotary_pct": 1.0}])
-def test_last_position_path_matches_one_pass_per_context(overrides):
-    """GPT-NeoX: the layers run directly, layer 1 looked up per token, the last layer only at each
-    future's last position: the same matrix as a forward pass of every h∘f."""
-    rng = np.random.default_rng(11)
-    model = neox_lm(3, **overrides)
-    H, F = seqs(rng, 13, 1, 11), seqs(rng, 11, 0, 9)
-    F[2] = ()
-    assert lg._last_position_supported(model)
-    cols = lg.select_columns(model, [f if f else (1,) for f in F], 5)
-    for kw in ({}, {"columns": cols}, {"centered": False}, {"pad_histories": False}):
-        ref = lg.naive_extended_logit_matrix(model, H, F, columns=kw.get("columns"), centered=kw.get("centered", True))
-        fast = lg.extended_logit_matrix(model, H, F, rows_per_block=4, batch_tokens=250, last_position_only=True, **kw)
-        slow = lg.extended_logit_matrix(model, H, F, rows_per_block=4, batch_tokens=250, last_position_only=False, **kw)
-        assert np.abs(fast - ref).max() <= 1e-4 and np.abs(slow - ref).max() <= 1e-4
-        assert np.abs(fast - slow).max() <= 1e-5
-
-
-def test_last_position_path_fails_at_the_wrong_position(monkeypatch):
-    """The check can fail: reading the last layer at the padded end of each pass, or one token early,
-    gives another matrix; the probe then sees it and the default falls back to the backbone."""
-    rng = np.random.default_rng(12)
-    H, F = seqs(rng, 9, 1, 8), seqs(rng, 10, 1, 9)
-    ref = lg.naive_extended_logit_matrix(tiny_lm(4), H, F)
-    right = lg._neox_last_hidden
-    for wrong in (lambda blk, f_ids, last: right(blk, f_ids, torch.full_like(last, f_ids.shape[1] - 1)),
-                  lambda blk, f_ids, last: right(blk, f_ids, (last - 1).clamp(min=0))):
-        monkeypatch.setattr(lg, "_neox_last_hidden", wrong)
-        model = tiny_lm(4)
-        bad = np.vstack([lg._block_rows(model, H, F, [i], None, True, 200, fast=True) for i in range(len(H))])
-        assert np.abs(bad - ref).max() > 1e-2
-        assert not lg._last_position_supported(model)           # the probe catches it
-        assert np.abs(lg.extended_logit_matrix(model, H, F, batch_tokens=200) - ref).max() <= 1e-5
-        with pytest.raises(lg.LogitsError, match="last_position_only=True"):
-            lg.extended_logit_matrix(model, H, F, last_position_only=True)
-    monkeypatch.setattr(lg, "_neox_last_hidden", right)
-    model = tiny_lm(4)
-    assert lg._last_position_supported(model)
-    monkeypatch.setattr(lg, "_neox_backbone", lambda m: None)   # another architecture: the backbone's forward
-    other = tiny_lm(4)
-    assert not lg._last_position_supported(other)
-    assert np.abs(lg.extended_logit_matrix(other, H, F) - ref).max() <= 1e-5
-
-
 def test_top_k_and_random_columns(lm):
     rng = np.random.default_rng(1)
     H, F = seqs(rng, 7, 2, 6), seqs(rng, 6, 1, 5)
@@ -228,7 +99,7 @@ def test_resume_from_saved_blocks(lm, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a finished block was recomputed")
 
-    monkeypatch.setattr(lg, "_block_rows", boom)
+    monkeypatch.setattr(prefix_reuse, "block_rows", boom)
     assert np.array_equal(lg.extended_logit_matrix(lm, H, F, k=3, workdir=tmp_path, rows_per_block=2), first)
     with pytest.raises(AssertionError, match="recomputed"):     # without the saved blocks it must compute
         lg.extended_logit_matrix(lm, H, F, k=3, workdir=tmp_path / "fresh", rows_per_block=2)
@@ -253,6 +124,7 @@ if rank == 0:
 """
 
 
+@pytest.mark.slow   # two torchrun processes start torch and transformers: over a minute on a shared 2-core machine
 def test_torchrun_two_processes_match_one(tmp_path):
     from lib import REPO_ROOT
 
@@ -316,86 +188,12 @@ def test_model_name_unavailable_offline(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailableError, match="cannot load"):
         lg.extended_logit_matrix("no-such-org/no-such-model-xyz", [(1, 2)], [(3,)])
-    with pytest.raises(ModelUnavailableError, match="revision 'step0'"):
-        lg.ModelSeries("no-such-org/no-such-model-xyz", ["step0", "step1"])
     # a model saved to a folder loads offline by its path, and gives the model's own matrix
     model = tiny_lm(5)
     model.model.save_pretrained(tmp_path / "m")
     H, F = [(1, 2), (3, 4, 5)], [(6,), (7, 8)]
     assert np.abs(lg.extended_logit_matrix(str(tmp_path / "m"), H, F) - lg.extended_logit_matrix(model, H, F)).max() \
         <= 1e-6
-
-
-def word_tokenizer(words):
-    """A small word-level fast tokenizer (saved and loaded like a hub model's)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
-    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    t.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]")
-
-
-def save_revision(folder, seed, tok):
-    model = tiny_lm(seed)
-    model.model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return model
-
-
-def test_model_series_offline_by_path_and_from_the_hub_cache(tmp_path, monkeypatch):
-    """The paper profile's loading path (ModelSeries: hub name or directory, with revisions) runs
-    offline: one save_pretrained folder per revision, and a hub name whose revisions are in a local
-    Hugging Face cache (refs/<revision> -> snapshots/<commit>)."""
-    import shutil
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    tok = word_tokenizer(["the", "cat", "sat", "on", "mat", "a", "dog"])
-    local = tmp_path / "pythia-tiny"
-    saved = {r: save_revision(local / r, seed, tok) for r, seed in (("step0", 11), ("step143000", 12))}
-    ctx = np.array([[1, 2, 3, 4], [5, 6, 7, 1]])
-    want = {r: m.last_token_logprobs(ctx) for r, m in saved.items()}
-
-    series = lg.ModelSeries(local, ["step0", "step143000"])
-    assert series.encode("the cat sat") == (1, 2, 3) and series.decode((1, 2, 3)) == "the cat sat"
-    for r in ("step0", "step143000"):                       # each revision is its own model, read back exactly
-        assert torch.equal(series.load(r).last_token_logprobs(ctx), want[r])
-    assert not torch.allclose(want["step0"], want["step143000"], atol=1e-3)
-    assert series.model_id("step0") != series.model_id("step143000")
-    L = lg.extended_logit_matrix(series.load("step0"), [(1, 2), (3,)], [(4,), (5, 6)], k=3)
-    assert L.shape == (2, 6) and np.isfinite(L).all()
-    with pytest.raises(lg.LogitsError, match="no revision 'step7'.*step0"):
-        lg.ModelSeries(local, ["step7", "step143000"])        # refused when the series is made, before any work
-    with pytest.raises(lg.LogitsError, match="at least two distinct revisions"):
-        lg.ModelSeries(local, ["step143000"])
-    with pytest.raises(lg.LogitsError, match="not one of"):
-        series.load("step1")
-    assert torch.equal(lg.load_model(local / "step0").last_token_logprobs(ctx), want["step0"])
-    assert torch.equal(lg.load_model(local, "step143000").last_token_logprobs(ctx), want["step143000"])
-    assert lg.load_tokenizer(local, "step0")("the mat", add_special_tokens=False)["input_ids"] == [1, 5]
-    with pytest.raises(lg.LogitsError, match="revision"):
-        lg.load_model(local, "")
-
-    # a hub name resolved in a local Hugging Face cache, revision by revision
-    cache = tmp_path / "hf-cache"
-    repo = cache / "models--EleutherAI--pythia-tiny"
-    for i, r in enumerate(("step0", "step143000")):
-        commit = f"{i + 1:040x}"
-        shutil.copytree(local / r, repo / "snapshots" / commit)
-        (repo / "refs").mkdir(parents=True, exist_ok=True)
-        (repo / "refs" / r).write_text(commit)
-    hub = lg.ModelSeries("EleutherAI/pythia-tiny", ["step0", "step143000"], cache_dir=cache)
-    for r in ("step0", "step143000"):
-        assert torch.equal(hub.load(r).last_token_logprobs(ctx), want[r])
-    assert hub.encode("a dog") == (6, 7) and hub.model_id("step0") == "EleutherAI/pythia-tiny@step0"
-    with pytest.raises(ModelUnavailableError, match="revision 'step1'"):   # a revision that is not cached
-        lg.ModelSeries("EleutherAI/pythia-tiny", ["step1", "step143000"], cache_dir=cache)
-    with pytest.raises(ModelUnavailableError, match="revision 'step0'"):   # a model that is not cached
-        lg.load_model("EleutherAI/pythia-none", "step0", cache_dir=cache)
-    # online (as far as the loader knows) the name and revision are passed on to from_pretrained
-    assert lg.resolve_model_source("EleutherAI/pythia-70m", "step0", local_files_only=False) == (
-        "EleutherAI/pythia-70m", {"revision": "step0"})
 
 
 # ---------------------------------------------------------------------------
@@ -554,3 +352,376 @@ def test_lemma_c18(lm):
     est2 = lg.lemma_c18_estimates(lm, H, 0.5 * v, H[1], 3, 2, seed=0)
     bound = lg.lemma_c18_bound(est2["S1"], est2["S2"], est2["delta"], est2["v_norm_sq"], 3)
     assert est2["measured_kl"] > 1e-4 and bound["bound"] >= est2["measured_kl"]
+
+
+# ---------------------------------------------------------------------------
+# the direction of every divergence, against a hand computation
+# ---------------------------------------------------------------------------
+
+V3 = 4
+
+
+def hand_oracle(ctx):
+    """A hand-made model on 4 tokens: log-probabilities that depend on the last token and the length."""
+    z = np.arange(V3)
+    last = ctx[-1] if ctx else 0
+    logits = np.cos(1.3 * z * (1 + last) + 0.7 * len(ctx)) * 2.0
+    return logits - np.log(np.exp(logits).sum())
+
+
+def other_oracle(ctx):
+    """A second hand-made model (a baseline sampler): another dependence on the context."""
+    z = np.arange(V3)
+    logits = np.sin(0.9 * z + 0.4 * sum(ctx)) * 3.0
+    return logits - np.log(np.exp(logits).sum())
+
+
+def kl(p_log, q_log):
+    """KL(p ‖ q) written out."""
+    p = np.exp(p_log)
+    return float(sum(p[i] * (p_log[i] - q_log[i]) for i in range(len(p))))
+
+
+def centred(x):
+    return x - x.mean()
+
+
+def test_average_kl_is_kl_of_l_from_a():
+    """D_KL^avg(L, A) averages KL(softmax L_{h,f} ‖ softmax A_{h,f}), not the reverse."""
+    L = np.array([[3.0, 0.0, -1.0, 0.5, 0.5, 0.5], [0.0, 0.0, 0.0, 2.0, -2.0, 1.0]])
+    A = np.array([[0.0, 1.0, 0.0, 0.0, 0.0, 3.0], [1.0, -1.0, 0.5, 0.0, 0.0, 0.0]])
+    ls = lambda x: x - np.log(np.exp(x).sum())                                       # noqa: E731
+    blocks = [(L[h, 3 * f:3 * f + 3], A[h, 3 * f:3 * f + 3]) for h in range(2) for f in range(2)]
+    forward = np.mean([kl(ls(a), ls(b)) for a, b in blocks])
+    backward = np.mean([kl(ls(b), ls(a)) for a, b in blocks])
+    assert abs(forward - backward) > 0.05
+    assert lg.average_kl(L, A, 3) == pytest.approx(forward, rel=1e-12)
+    total = sum(kl(ls(a), ls(b)) for a, b in blocks)
+    assert lg.fact_a2_violation(L, A, 3) == pytest.approx(total - 0.5 * ((L - A) ** 2).sum(), rel=1e-12)
+
+
+def test_lingen_records_kl_of_lingen_from_the_model():
+    """Algorithm 1 samples from q = softmax(Σ_h v_h L_M[· | h∘z_{<t}]) and records KL(q ‖ M(· | h_targ∘z_{<t}))."""
+    H, target, v = [(0,), (1, 2), (3,)], (2, 1), np.array([[1.5, -1.0, 0.8]])
+    g = lg.lingen(hand_oracle, H, v, [target], 2, seed=3)
+    for t in range(2):
+        z = tuple(int(x) for x in g.tokens[0, :t])
+        q = sum(v[0, i] * centred(hand_oracle(h + z)) for i, h in enumerate(H))
+        q = q - np.log(np.exp(q).sum())
+        p = hand_oracle(target + z)
+        assert abs(kl(q, p) - kl(p, q)) > 0.05 * kl(q, p)             # the example tells the directions apart
+        assert g.kl[0, t] == pytest.approx(kl(q, p), rel=1e-9)
+    # the tokens are LinGen's samples: with v putting all weight on a sharp row, the sample is its argmax
+    sharp = lambda ctx: np.log(np.array([1e-12, 1 - 3e-12, 1e-12, 1e-12]))             # noqa: E731
+    assert lg.lingen(sharp, [(0,)], np.array([[5.0]]), [(1,)], 3).tokens.tolist() == [[1, 1, 1]]
+
+
+def test_baseline_generation_records_kl_of_the_baseline_from_the_model():
+    targets = [(1, 3), (0,)]
+    g = lg.generate_baseline(lambda ctx: np.stack([other_oracle(c) for c in ctx]), hand_oracle, targets, 2, seed=1)
+    for i, target in enumerate(targets):
+        for t in range(2):
+            ctx = target + tuple(int(x) for x in g.tokens[i, :t])
+            q, p = other_oracle(ctx), hand_oracle(ctx)
+            assert abs(kl(q, p) - kl(p, q)) > 0.05 * kl(q, p)
+            assert g.kl[i, t] == pytest.approx(kl(q, p), rel=1e-9)
+    # the short-context baseline reads only the last `window` tokens
+    seen = []
+    lg.short_context(lambda c: seen.append(c) or np.zeros(2), 2)([(1, 2, 3), (4,)])
+    assert set(seen) == {(2, 3), (4,)} and seen[-2:] == [(2, 3), (4,)]
+
+
+def test_lemma_c18_measures_kl_of_the_truth_from_lingen():
+    """The measured D_KL(P_truth ‖ P_LinGen) of Lemma C.18 (KL(M ‖ LinGen) along M's samples), by hand at m = 1,
+    with S1, S2 and Δ written out."""
+    H, target, v = [(0,), (1, 2)], (3,), np.array([0.8, 0.4])
+    est = lg.lemma_c18_estimates(hand_oracle, H, v, target, 1, 3, seed=0)
+    p = hand_oracle(target)
+    LH = np.stack([centred(hand_oracle(h)) for h in H])
+    lin = v @ LH
+    q = lin - np.log(np.exp(lin).sum())
+    assert abs(kl(p, q) - kl(q, p)) > 0.05 * kl(p, q)
+    assert est["measured_kl"] == pytest.approx(kl(p, q), rel=1e-9)
+    X = np.vstack([centred(p), LH])
+    assert np.allclose(est["S1"], X @ X.T) and np.allclose(est["S2"], X @ X.T)   # m = 1: only the empty future
+    assert est["delta"] == pytest.approx(float(((centred(p) - lin) ** 2).sum()), rel=1e-9)
+    assert est["v_norm_sq"] == pytest.approx(0.8, rel=1e-12)
+
+
+def test_next_token_logprobs_and_vocab_of_an_oracle():
+    ctx = [(1,), (2, 3)]
+    assert np.allclose(lg.next_token_logprobs(hand_oracle, ctx), np.stack([hand_oracle(c) for c in ctx]))
+    assert lg.vocab_size(hand_oracle, (1,)) == V3 and lg.context_limit(hand_oracle) is None
+    with pytest.raises(lg.LogitsError, match="alphabet_size"):
+        lg.vocab_size(hand_oracle)
+    with pytest.raises(lg.LogitsError, match="shape"):
+        lg.next_token_logprobs(hand_oracle, ctx, alphabet_size=5)
+
+
+# ---------------------------------------------------------------------------
+# what must hold for every input (hypothesis)
+# ---------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+finite = st.floats(-12, 12, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def logit_pairs(draw):
+    n, blocks, width = draw(st.integers(1, 4)), draw(st.integers(1, 3)), draw(st.integers(2, 5))
+    shape = (n, blocks * width)
+    return draw(hnp.arrays(np.float64, shape, elements=finite)), draw(hnp.arrays(np.float64, shape, elements=finite)), \
+        width
+
+
+@settings(max_examples=200, deadline=None)
+@given(logit_pairs())
+def test_fact_a2_holds_for_every_pair(pair):
+    L, A, width = pair
+    total = lg._block_kl(L, A, width).sum()
+    assert total >= -1e-9                                              # a KL is never negative
+    assert lg.fact_a2_violation(L, A, width) <= 1e-9 * (1 + total)
+    assert lg.average_kl(L, A, width) == pytest.approx(total / (L.shape[0] * (L.shape[1] // width)), abs=1e-9)
+    shift = np.repeat(np.arange(L.shape[1] // width, dtype=float), width)[None]   # a constant per block
+    assert lg.average_kl(L + 2 * shift, A - shift, width) == pytest.approx(lg.average_kl(L, A, width), abs=1e-7)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 10 ** 6), finite, st.floats(0, 5))
+def test_lemma_c18_bound_takes_the_smallest_gamma(d, seed, delta_log, v_norm_sq):
+    rng = np.random.default_rng(seed)
+    X1, X2 = rng.standard_normal((d, 3 * d)), rng.standard_normal((d, 2 * d)) * rng.uniform(0.1, 3)
+    S1, S2 = X1 @ X1.T / (3 * d), X2 @ X2.T / (2 * d)
+    delta = float(np.exp(delta_log / 4))
+    b = lg.lemma_c18_bound(S1, S2, delta, v_norm_sq, 3)
+    gap = np.linalg.eigvalsh(b["alpha"] * S1 + b["gamma"] * np.eye(d) - S2)
+    assert gap.min() >= -1e-9 * (1 + b["gamma"])                      # S2 ⪯ α S1 + γ I
+    if b["gamma"] > 1e-6:                                              # and no smaller γ would do
+        assert np.linalg.eigvalsh(b["alpha"] * S1 + 0.999 * b["gamma"] * np.eye(d) - S2).min() < 0
+    assert b["bound"] == pytest.approx(2 * 3 * np.sqrt(b["alpha"] * delta + b["gamma"] * (1 + v_norm_sq)), rel=1e-12)
+    grid = np.geomspace(1e-3, 1e3, 121)
+    for a in grid[::20]:                                                # the minimum over the grid
+        g = max(float(np.linalg.eigvalsh(S2 - a * S1)[-1]), 0.0)
+        assert b["bound"] <= 2 * 3 * np.sqrt(a * delta + g * (1 + v_norm_sq)) + 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10 ** 6), st.integers(1, 3))
+def test_lemma_c18_bounds_the_measured_divergence_on_random_models(seed, m):
+    """The lemma holds for the empirical distributions, whatever the model and v (an ISAN here)."""
+    rng = np.random.default_rng(seed)
+    model = isan.random_isan(2, 3, 6, rng)
+    H = [tuple(int(x) for x in rng.integers(0, 3, rng.integers(1, 3))) for _ in range(3)]
+    v = rng.standard_normal(3)
+    target = tuple(int(x) for x in rng.integers(0, 3, 2))
+    est = lg.lemma_c18_estimates(model.next_logprobs, H, v, target, m, 2, seed=seed)
+    b = lg.lemma_c18_bound(est["S1"], est["S2"], est["delta"], est["v_norm_sq"], m)
+    assert b["bound"] >= est["measured_kl"] - 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.1, 2.0), st.integers(8, 600))
+def test_original_reading_is_exact_on_every_power_law(alpha, n):
+    s = np.arange(1, n + 1, dtype=float) ** -alpha
+    assert lg.fit_power_law(s, "original").alpha == pytest.approx(alpha, abs=1e-8)
+    assert lg.fit_power_law(s, "literal").alpha < alpha                # the literal reading is biased low
+
+
+@settings(max_examples=100, deadline=None)
+@given(hnp.arrays(np.float64, (5, 12), elements=finite))
+def test_history_independent_fraction_is_a_share(L):
+    f = lg.history_independent_fraction(L, 3)
+    assert -1e-12 <= f <= 1 + 1e-12
+    same = np.repeat(L[:1], 5, axis=0)
+    assert lg.history_independent_fraction(same, 3) == pytest.approx(1.0)
+
+
+def test_history_independent_fraction_by_hand():
+    # two histories, one future of width 2: block-centred rows (1, −1) and (3, −3); mean (2, −2)
+    L = np.array([[5.0, 3.0], [3.0, -3.0]])
+    assert lg.history_independent_fraction(L, 2) == pytest.approx(2 * 8 / (2 + 18))
+    assert lg.history_independent_fraction(L + np.array([[7.0, 7.0], [-1.0, -1.0]]), 2) == pytest.approx(0.8)
+    assert lg.history_independent_fraction(np.array([[1.0, -1.0], [-1.0, 1.0]]), 2) == pytest.approx(0.0)
+    assert lg.history_independent_fraction(1e-3 * L, 2) == pytest.approx(2 * 8 / (2 + 18))   # a share: scale-free
+    assert lg.history_independent_fraction(np.ones((3, 4)), 2) == 1.0                        # nothing varies at all
+    with pytest.raises(lg.LogitsError, match="multiple"):
+        lg.history_independent_fraction(L, 3)
+
+
+# ---------------------------------------------------------------------------
+# spectra, truncations and subspaces against closed forms
+# ---------------------------------------------------------------------------
+
+def test_spectra_and_truncation_closed_forms():
+    rng = np.random.default_rng(3)
+    L = rng.standard_normal((6, 20))
+    s = np.linalg.svd(L, compute_uv=False)
+    assert np.allclose(lg.normalised_singular_values(L), s / np.sqrt(120))
+    usv = lg.svd(L)
+    for r in (1, 3, 6):                                                # Eckart–Young
+        err = np.linalg.norm(L - lg.rank_r_approximation(usv, r))
+        assert err == pytest.approx(np.sqrt((s[r:] ** 2).sum()), abs=1e-10)
+        assert np.linalg.matrix_rank(lg.rank_r_approximation(usv, r)) == r
+    cur = lg.avg_kl_curve(L, 4, [0, 1, 2, 6, 9], usv=usv)
+    assert list(cur["ranks"]) == [1, 2, 6]                              # ranks outside 1..min(shape) dropped
+    assert cur["bound"][0] == pytest.approx(lg.fact_a2_bound(L, lg.rank_r_approximation(usv, 1)) / 30)
+    assert cur["kl"][1] == pytest.approx(lg.average_kl(L, lg.rank_r_approximation(usv, 2), 4))
+    assert cur["kl"][2] == pytest.approx(0.0, abs=1e-12)
+    D = lg.downsized(np.arange(12 * 8 * 3.0).reshape(12, 24), 8, 4)    # first |H|/2 rows, first |F|/2 blocks
+    assert np.array_equal(D, np.arange(12 * 8 * 3.0).reshape(12, 24)[:6, :12])
+    assert lg.downsized(np.ones((3, 8)), 4, 1e6).shape == (1, 2)          # at least one history and one future
+    B = lg.rank1_baseline(np.array([1.0, 2.0, 3.0]), 2)
+    assert np.array_equal(B, [[1, 2, 3], [1, 2, 3]])
+    with pytest.raises(lg.LogitsError, match="method"):
+        lg.svd(L, "other")
+    with pytest.raises(lg.LogitsError, match="same shape"):
+        lg.average_kl(L, L[:, :8], 4)
+
+
+def test_principal_angles_by_hand():
+    # two planes in R^3 sharing the x axis, the second tilted by 60° about it: cosines 1 and 1/2
+    P1 = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    P2 = np.array([[1.0, 0.0], [0.0, 0.5], [0.0, np.sqrt(3) / 2]])
+    cos = lg.column_space_angles(P1 @ np.diag([5.0, 1.0]), P2 @ np.diag([4.0, 2.0]), 2)
+    assert np.allclose(cos, [1.0, 0.5])
+    # one random direction in R^n: E|cos| = Γ(n/2) / (√π Γ((n+1)/2)) ≈ √(2/(πn))
+    from scipy.special import gammaln
+    n = 50
+    want = np.exp(gammaln(n / 2) - gammaln((n + 1) / 2)) / np.sqrt(np.pi)
+    assert lg.random_subspace_cosines(n, 1, trials=4000)[0] == pytest.approx(want, rel=0.05)
+
+
+def test_lingen_coefficients_with_ridge():
+    rng = np.random.default_rng(2)
+    A, b = rng.standard_normal((4, 9)), rng.standard_normal(9)
+    v = lg.lingen_coefficients(A, b, ridge=0.7)
+    assert np.allclose(v, np.linalg.solve(A @ A.T + 0.7 * np.eye(4), A @ b))
+    assert np.allclose(lg.lingen_coefficients(A, b), np.linalg.lstsq(A.T, b, rcond=None)[0])
+    with pytest.raises(lg.LogitsError, match="columns"):
+        lg.lingen_coefficients(A, b[:5])
+
+
+def test_token_spans_lengths():
+    toks = [np.arange(100) + 1000 * d for d in range(12)]
+    for part in ("history", "future"):
+        spans = lg.sample_token_spans(toks, 10, 8, 30, seed=4, part=part)
+        for s in spans:                                                   # consecutive tokens of one document
+            assert np.all(np.diff(s) == 1) and len({t // 1000 for t in s}) <= 1
+        lengths = [len(s) for s in spans]
+        assert all(8 <= x <= 30 for x in lengths) if part == "history" else all(0 <= x <= 22 for x in lengths)
+    h = lg.sample_token_spans(toks, 10, 8, 30, seed=4)
+    f = lg.sample_token_spans(toks, 10, 8, 30, seed=4, part="future")
+    assert all(len(a) + len(b) == 30 for a, b in zip(h, f))                # the same windows, cut at ℓ
+    with pytest.raises(lg.LogitsError, match="need 50"):
+        lg.sample_token_spans(toks, 50, 8, 30)
+    # a document of exactly ℓ_max tokens holds one window, at its start
+    for per_doc in (True, False):
+        (one,) = lg.sample_token_spans([np.arange(30)], 1, 8, 30, seed=1, part="history", one_per_document=per_doc)
+        assert one[0] == 0
+
+
+def test_columns_and_oracle_input_refused():
+    H, F = [(1,), (2,)], [(0,), (3,)]
+    ok = lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array([[0, 3], [1, 2]]))
+    assert ok.shape == (2, 4) and ok[1, 2] == pytest.approx(centred(hand_oracle((2, 3)))[1])
+    for bad in ([[0, 4], [1, 2]], [[0, 1], [-1, 2]]):                  # one id above, one below the vocabulary
+        with pytest.raises(lg.LogitsError, match="outside the vocabulary"):
+            lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array(bad))
+    with pytest.raises(lg.LogitsError, match=r"\(\|F\|, k\)"):
+        lg.extended_logit_matrix(hand_oracle, H, F, columns=np.array([[0, 1]]))
+    with pytest.raises(lg.LogitsError, match="alphabet_size"):
+        lg.extended_logit_matrix(hand_oracle, [], F)
+    for bad in (0, -2, 2.5):
+        with pytest.raises(lg.LogitsError, match="'alphabet_size' must be a positive integer"):
+            lg.extended_logit_matrix(hand_oracle, H, F, alphabet_size=bad)
+    with pytest.raises(lg.LogitsError, match="must be a CausalLM"):
+        lg.extended_logit_matrix(42, H, F)
+    with pytest.raises(lg.LogitsError, match="'how'"):
+        lg.select_columns(hand_oracle, F, 2, how="best")
+
+
+def test_spans_use_distinct_windows():
+    """one_per_document=False draws 2n distinct disjoint windows: with exactly 2n windows available, every
+    window is used once (each document gives its 4 windows of 50 characters, no more, no fewer)."""
+    docs = [" ".join(f"d{d:02d}w{i:02d}" for i in range(40))[:200] for d in range(10)]
+    assert all(len(d) == 200 for d in docs)
+    sp = lg.sample_spans(docs, 20, 10, 50, seed=5, one_per_document=False)
+    counts = np.bincount(sp.history_docs + sp.future_docs, minlength=10)
+    assert counts.tolist() == [4] * 10
+    with pytest.raises(lg.LogitsError, match="disjoint windows"):
+        lg.sample_spans(docs, 21, 10, 50, one_per_document=False)
+
+
+def test_history_dependent_rms_by_hand():
+    # block-centred rows (1, −1) and (3, −3): their mean (2, −2); what depends on the history: (∓1, ±1)
+    L = np.array([[5.0, 3.0], [3.0, -3.0]])
+    assert lg.history_dependent_rms(L, 2) == pytest.approx(1.0)
+    assert lg.history_dependent_rms(np.tile(L[:1], (3, 1)), 2) == pytest.approx(0.0)
+    assert np.allclose(lg.block_centred(L, 2), [[1.0, -1.0], [3.0, -3.0]])
+    with pytest.raises(lg.LogitsError, match="multiple"):
+        lg.block_centred(L, 3)
+
+
+def test_large_matrices_take_the_low_rank_svd(monkeypatch):
+    """Above EXACT_SVD_MAX_ENTRIES the "auto" SVD is torch.svd_lowrank (as the paper): on an exactly low-rank
+    matrix it gives the same truncations, column spaces and KL curve as the exact one."""
+    rng = np.random.default_rng(7)
+    L1 = rng.standard_normal((30, 3)) @ rng.standard_normal((3, 40))
+    L2 = L1 @ rng.standard_normal((40, 24))                                # the same column space
+    exact = lg.avg_kl_curve(L1, 4, [1, 2, 3])
+    calls = []
+    lowrank = torch.svd_lowrank
+    monkeypatch.setattr(torch, "svd_lowrank", lambda *a, **k: calls.append(k.get("q")) or lowrank(*a, **k))
+    monkeypatch.setattr(lg, "EXACT_SVD_MAX_ENTRIES", L1.size)                # at the threshold: still exact
+    lg.svd(L1, "auto", q=3)
+    assert calls == []
+    monkeypatch.setattr(lg, "EXACT_SVD_MAX_ENTRIES", 100)
+    assert np.allclose(lg.column_space_angles(L1, L2, 3), 1.0, atol=1e-6)
+    assert calls == [13, 13]                                                # r + 10 components, both matrices
+    cur = lg.avg_kl_curve(L1, 4, [1, 2, 3])
+    assert calls[-1] == 3 and np.allclose(cur["kl"], exact["kl"], atol=1e-8)
+    U, S, Vh = lg.svd(L1, "auto", q=3)
+    assert U.shape == (30, 3) and np.allclose((U * S) @ Vh, L1, atol=1e-8)
+
+
+def test_random_subspace_trials():
+    trials = lg.random_subspace_cosine_trials(30, 4, 6, seed=2)
+    assert trials.shape == (6, 4) and np.all(np.diff(trials, axis=1) <= 1e-12) and np.all((trials >= 0) & (trials <= 1))
+    assert np.allclose(lg.random_subspace_cosines(30, 4, seed=2, trials=6), trials.mean(0))
+    assert np.allclose(lg.random_subspace_cosine_trials(5, 5, 3), 1.0)      # two r = n subspaces are all of R^n
+
+
+def sharp_oracle(ctx):
+    """Token 1 with probability 1 − O(1e-12) after every context; the other logits depend on the context."""
+    z = np.arange(V3)
+    logits = 0.5 * np.cos(0.8 * z * (1 + sum(ctx)) + len(ctx)) + 30.0 * (z == 1)
+    return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+
+
+def test_lemma_c18_follows_the_models_own_continuations():
+    """P2 is M's continuations of h₀: with a model that always continues with token 1, S2 and the measured
+    divergence over m = 2 tokens are those along h₀, h₀∘1, written out by hand."""
+    H, target, v = [(0,), (2, 3)], (3,), np.array([0.7, 0.5])
+    est = lg.lemma_c18_estimates(sharp_oracle, H, v, target, 2, 3, seed=0)
+    X, kls = [], []
+    for f in ((), (1,)):
+        p = sharp_oracle(target + f)
+        LH = np.stack([centred(sharp_oracle(h + f)) for h in H])
+        lin = v @ LH
+        kls.append(kl(p, lin - np.log(np.exp(lin).sum())))
+        X.append(np.vstack([centred(p), LH]))
+    assert est["measured_kl"] == pytest.approx(sum(kls), rel=1e-6)
+    assert np.allclose(est["S2"], (X[0] @ X[0].T + X[1] @ X[1].T) / 2, rtol=1e-8)
+    assert not np.allclose(est["S1"], est["S2"], rtol=1e-3)                  # random strings: another second moment
+
+
+def test_span_lengths_refused():
+    docs = ["a b c d e f g h i j " * 5] * 4
+    for bad in ((0, 10), (5, 4)):
+        with pytest.raises(lg.LogitsError, match="l_min <= l_max"):
+            lg.sample_spans(docs, 1, *bad)
+        with pytest.raises(lg.LogitsError, match="l_min <= l_max"):
+            lg.sample_token_spans([np.arange(40)] * 3, 1, *bad)
+    lg.sample_spans(docs, 1, 1, 10)

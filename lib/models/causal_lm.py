@@ -386,7 +386,7 @@ class CausalLM:
                 "save_pretrained (e.g. a checkpoint of the book's mini suite, lib.models.mini_pythia.train_suite); "
                 "a hub model is named 'org/name'.")
         elif local_files_only is None:
-            local_files_only = _env_offline() or not _hub_reachable()
+            local_files_only = hub_offline() or not hub_reachable()
 
         try:
             config = AutoConfig.from_pretrained(name, local_files_only=local_files_only,
@@ -421,12 +421,13 @@ class CausalLM:
         return cls(model, device)
 
 
-def _env_offline() -> bool:
+def hub_offline() -> bool:
+    """Whether the environment asks for offline mode (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set)."""
     value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
     return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
+def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the hub's host accepts a TCP connection within ``timeout`` seconds."""
     from urllib.parse import urlparse
 
@@ -455,4 +456,5 @@ def sequence_loss(model, batch) -> torch.Tensor:
 
 
 __all__ = ["CausalLM", "ModelUnavailableError", "available_memory", "check_fits_in_memory", "sequence_loss",
-           "estimate_param_count", "estimate_training_bytes", "heldout_windows", "quiet_transformers"]
+           "estimate_param_count", "estimate_training_bytes", "heldout_windows", "quiet_transformers", "hub_offline",
+           "hub_reachable", "HUB_NAME"]
