@@ -40,7 +40,7 @@ __all__ = [
     "CorpusContexts", "corpus_contexts", "ce_identity_error", "LinearRun", "linear_experiment", "OverparamScan",
     "overparameterisation_scan", "PathRun", "path_readout", "ufm_tightness", "KSubsetRun", "ksubset_experiment",
     "train_transformer", "untrained_readouts", "cosine_matrix", "offdiag_corr", "permutation_null",
-    "compare_geometries", "Collapse", "subspace_collapse", "centred", "energy_count", "effective_rank", "logit_spectra",
+    "compare_geometries", "PAIRS", "GeometryComparison", "geometry_comparison", "mean_and_se", "Collapse", "subspace_collapse", "centred", "energy_count", "effective_rank", "logit_spectra",
     "decade_index", "ksubset_geometry_error", "reinitialise",
 ]
 
@@ -84,13 +84,14 @@ def corpus_contexts(corpus: str, max_corpus_mb: float | None, V: int, T: int, m:
     return CorpusContexts(data, int(sum(len(s) for s in streams)), text.sha256(), text.name)
 
 
-def ce_identity_error(datasets: Sequence[NTPData], seed: int, scale: float = 3.0) -> float:
+def ce_identity_error(datasets: Sequence[NTPData], seed: int, scale: float = 3.0) -> tuple[float, float]:
     """Largest violation of CE(L) = H + Σ_j π̂_j KL(p̂_j ‖ softmax(l_j)) (slide "Entropy
     Lower-bound"), per context and weighted, for Gaussian logits of standard deviation ``scale`` on
-    each data set. The per-context entropies −Σ_z p̂_{j,z} log p̂_{j,z} are computed here, apart
-    from :func:`lib.ntp.entropy_lower_bound`."""
+    each data set, and the smallest weighted KL among them (the identity is tested far from
+    KL = 0). The per-context entropies −Σ_z p̂_{j,z} log p̂_{j,z} are computed here, apart from
+    :func:`lib.ntp.entropy_lower_bound`."""
     rng = np.random.default_rng([seed, 0])
-    worst = 0.0
+    worst, smallest_kl = 0.0, math.inf
     for d in datasets:
         L = scale * rng.standard_normal(d.P.shape)
         h_j = -scipy.special.xlogy(d.P, d.P).sum(0)
@@ -98,7 +99,8 @@ def ce_identity_error(datasets: Sequence[NTPData], seed: int, scale: float = 3.0
         per = cross_entropy(d.pi, d.P, L, per_context=True)
         worst = max(worst, float(np.abs(per - h_j - kl).max()),
                     abs(cross_entropy(d.pi, d.P, L) - float(d.pi @ h_j) - float(d.pi @ kl)))
-    return worst
+        smallest_kl = min(smallest_kl, float(d.pi @ kl))
+    return worst, smallest_kl
 
 
 # --------------------------------------------------------------------------------------
@@ -494,6 +496,66 @@ def compare_geometries(pairs: Mapping[str, tuple], n_perm: int, seed: int) -> li
                      "r untrained": float(r0.mean()), "SD untrained": sd, "z": z,
                      "se untrained": sd / math.sqrt(n), "se z": math.sqrt(1 / n + z * z / (2 * (n - 1)))})
     return rows
+
+
+#: The compared pairs of geometries: key → (contexts or words, model, what it is compared with).
+PAIRS = {"tf_ufm_contexts": ("contexts", "transformer", "UFM"),
+         "tf_mm_contexts": ("contexts", "transformer", "L^mm factors"),
+         "tf_support_contexts": ("contexts", "transformer", "supports"),
+         "ufm_mm_contexts": ("contexts", "UFM", "L^mm factors"),
+         "tf_mm_words": ("words", "transformer", "L^mm factors"),
+         "ufm_mm_words": ("words", "UFM", "L^mm factors"),
+         "tf_ufm_words": ("words", "transformer", "UFM")}
+
+
+@dataclass
+class GeometryComparison:
+    """The cosine matrices of context embeddings (``contexts``: cos(H, H)) and of centred word
+    embeddings (``words``: cos(Wᵀ, Wᵀ)) per model, and the support overlaps cos(S, S), cos(Sᵀ, Sᵀ);
+    the same matrices of the untrained models (``untrained``: geometry → model → list); and per
+    pair of :data:`PAIRS` the row of :func:`compare_geometries` (``rows``)."""
+
+    contexts: dict
+    words: dict
+    untrained: dict
+    rows: dict
+
+    def table_rows(self) -> list[dict]:
+        shown = ("r", "p (relabelling)", "r untrained", "SD untrained", "z", "se z")
+        return [{"geometry": g, "model": a, "against": b, **{k: self.rows[key][k] for k in shown}}
+                for key, (g, a, b) in PAIRS.items()]
+
+
+def geometry_comparison(data: NTPData, embeddings: Mapping[str, tuple], untrained: Mapping[str, Sequence[tuple]],
+                        n_perm: int, seed: int) -> GeometryComparison:
+    """The talk's comparison ("Numerical Example"): ``embeddings`` maps 'transformer', 'UFM' and
+    'L^mm factors' to word and context embeddings (W: V × d, H: d × m), ``untrained`` maps
+    'transformer' and 'UFM' to the (W, H) of untrained copies; every pair of :data:`PAIRS` is read
+    by :func:`compare_geometries`, with the untrained copies of the pair's model as the control."""
+    def geometry(W, H):
+        return cosine_matrix(np.asarray(H).T), cosine_matrix(W, center=True)
+
+    contexts, words = {}, {}
+    for name, (W, H) in embeddings.items():
+        contexts[name], words[name] = geometry(W, H)
+    contexts["supports"], words["supports"] = cosine_matrix(data.S.T), cosine_matrix(data.S)
+    controls = {"contexts": {}, "words": {}}
+    for name, copies in untrained.items():
+        pairs = [geometry(W, H) for W, H in copies]
+        controls["contexts"][name] = [c for c, _ in pairs]
+        controls["words"][name] = [w for _, w in pairs]
+    mats = {"contexts": contexts, "words": words}
+    rows = compare_geometries({key: (mats[g][a], mats[g][b], controls[g][a]) for key, (g, a, b) in PAIRS.items()},
+                              n_perm=n_perm, seed=seed)
+    return GeometryComparison(contexts, words, controls, dict(zip(PAIRS, rows)))
+
+
+def mean_and_se(values) -> tuple[float, float]:
+    """The mean of independent draws and its standard error SD/√n (SD with n − 1)."""
+    values = np.asarray(values, float)
+    if values.size < 2:
+        raise NTPError(f"a standard error needs at least two values; got {values.size}")
+    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size))
 
 
 @dataclass

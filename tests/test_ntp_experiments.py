@@ -52,9 +52,10 @@ def test_the_chapter_takes_a_local_corpus_and_refuses_a_missing_one(tmp_path):
         chapter.resolve({"max_corpus_mb": 0.0})
 
 
-def test_ce_identity_error_is_rounding_only(story_data):
+def test_ce_identity_error_is_rounding_only_on_logits_far_from_the_data(story_data):
     synth = ntp.synthetic_data(V=5, m=4, k=2, seed=0)
-    assert experiments.ce_identity_error([story_data, synth], seed=0) < 1e-13
+    error, kl = experiments.ce_identity_error([story_data, synth], seed=0)
+    assert error < 1e-13 and kl > 0.5                                # the identity is tested where KL is large
 
 
 # --- §2 the linear model ---------------------------------------------------------------------------
@@ -90,6 +91,10 @@ def test_linear_experiment_runs_the_app_a2_pipeline():
     synth = ntp.synthetic_data(V=5, m=8, k=3, n=800, seed=0)
     run = experiments.linear_experiment(synth, d=12, steps=3000, seed=0, n_checkpoints=15)
     assert run.Hf.shape == (12, 8) and run.k[-1] == 3000
+    assert abs(run.Hf.mean()) < 4 / math.sqrt(run.Hf.size) and run.Hf.std() == pytest.approx(1, abs=0.25)   # N(0, 1)
+    assert np.allclose(run.W_mm, ntp.linear_w_mm(synth.S, run.Hf), atol=1e-6)
+    assert np.allclose(run.bound, ntp.gd_excess_bound(synth.pi, synth.P, run.Hf, run.geometry.W_star, run.W_mm,
+                                                      run.trace["eta"], run.k))
     assert run.solution_error < 1e-6 and run.bound_ratio <= 1.0
     assert 0 < run.excess_decade_ratio < 1 and run.log_growth > 0
 
@@ -101,11 +106,18 @@ def test_overparameterisation_scan_reads_its_rows():
                                          {"d": 8, "compatible": True, "separable": True}])
     assert scan.failures_above_m == 1                               # d = 6 > m fails; d = 4 < m does not count
     at_m = experiments.OverparamScan(4, [{"d": 4, "compatible": True, "separable": False}])
-    assert at_m.failures_above_m == 0                               # the lemma needs d > m, not d = m and scan.first("compatible") == 4 and scan.first("separable") == 8
+    assert at_m.failures_above_m == 0                               # the lemma needs d > m, not d = m
+    assert scan.first("compatible") == 4 and scan.first("separable") == 8
+    assert experiments.OverparamScan(5, [{"d": 2, "compatible": False, "separable": False}]).first("separable") is None
     synth = ntp.synthetic_data(V=4, m=5, k=2, seed=0)
     real = experiments.overparameterisation_scan(synth, [1, 8], seed=0)
     assert [r["d"] for r in real.rows] == [1, 8] and real.failures_above_m == 0
     assert real.rows[0] == {"d": 1, "compatible": False, "separable": False}
+    for row in real.rows:                       # the embeddings of each width, decided here by least squares
+        Hd = np.random.default_rng([0, 2, row["d"]]).standard_normal((row["d"], synth.m))
+        A, b = ntp.linear_constraints(synth.P, Hd)
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+        assert row["compatible"] == (np.linalg.norm(A @ x - b) <= 1e-8 * np.linalg.norm(b))
 
 
 # --- §3 the path -----------------------------------------------------------------------------------
@@ -129,6 +141,9 @@ def test_path_readout_against_l_star_and_l_mm():
     assert path.rows[1]["1 - cos"] == pytest.approx(0, abs=1e-6)
     assert path.rows[1]["norm_perp"] == pytest.approx(20 * np.linalg.norm(L_mm), rel=1e-6)
     assert path.rows[1]["excess"] < path.rows[0]["excess"]
+    for row, L, lam in zip(path.rows, [L_star + 2 * L_mm, exactish], [1e-2, 1e-4]):
+        assert row["excess"] == pytest.approx(ntp.cross_entropy(synth.pi, synth.P, L) - synth.entropy)
+        assert row["bound"] == pytest.approx(ntp.path_excess_bound(synth.pi, synth.P, L_star, L_mm, [lam])[0])
     off = np.random.default_rng(0).standard_normal(L_mm.shape)    # a direction not orthogonal to F
     doubled = experiments.path_readout(synth, [1e-2], [2 * L_star + L_mm], off).rows[0]
     assert doubled["dist_F"] == pytest.approx(1.0)                 # ‖2L* − L*‖ / ‖L*‖
@@ -141,11 +156,31 @@ def test_ufm_tightness_on_a_small_problem():
     L, _ = ntp.ufm_logits(synth.pi, synth.P, 1e-2)
     tight = experiments.ufm_tightness(synth, [1e-2], [L], seed=0, max_iter=2000)
     assert tight["gap"] < 1e-6 and tight["factor_error"] < 1e-9
+    assert tight["grad_norm"] == pytest.approx(ntp.ufm_path(synth.pi, synth.P, [1e-2], max_iter=2000)[0]["grad_norm"])
+    L2, _ = ntp.ufm_logits(synth.pi, synth.P, 1e-1)
+    both = experiments.ufm_tightness(synth, [1e-1, 1e-2], [L2, 0.5 * L], seed=0, max_iter=2000)
+    assert both["gap"] > 1e-4                                       # every λ is compared, not only the first
     wrong = experiments.ufm_tightness(synth, [1e-2], [0.5 * L], seed=0, max_iter=2000)
     assert wrong["gap"] > 1e-4                                      # a non-optimal L is exposed
 
 
 # --- §4 k-subsets ----------------------------------------------------------------------------------
+
+def test_ksubset_geometry_error_against_its_definition():
+    """Each of the three deviations computed here from the factors, on a random L and on the closed form."""
+    S = ntp.k_subsets(5, 2)
+    L = (np.eye(5) - np.ones((5, 5)) / 5) @ S + 0.2 * np.random.default_rng(3).standard_normal(S.shape)
+    W, H = ntp.ufm_factors(L)
+    unit = W / np.linalg.norm(W, axis=1, keepdims=True)
+    etf = max(abs(unit[a] @ unit[b] + 1 / 4) for a in range(5) for b in range(5) if a != b)
+    norms = np.linalg.norm(H, axis=0)
+    sums = W.T @ S
+    coll = max(abs(1 - sums[:, j] @ H[:, j] / (np.linalg.norm(sums[:, j]) * norms[j])) for j in range(S.shape[1]))
+    assert experiments.ksubset_geometry_error(S, L) == pytest.approx(max(etf, norms.std() / norms.mean(), coll))
+    norms_only = experiments.ksubset_geometry_error(S, np.diag([1.0, 1, 1, 1, 1]) @ ((np.eye(5) - np.ones((5, 5)) / 5) @ S)
+                                                    @ np.diag(np.linspace(1, 2, 10)))
+    assert norms_only > 0.1                                       # unequal context norms are a deviation
+
 
 def test_ksubset_geometry_error_both_ways():
     S = ntp.k_subsets(5, 2)
@@ -154,11 +189,23 @@ def test_ksubset_geometry_error_both_ways():
     assert experiments.ksubset_geometry_error(S, centred + 0.3 * np.random.default_rng(0).standard_normal(S.shape)) > 0.05
 
 
-def test_ksubset_experiment_rows():
+def test_ksubset_experiment_rows_against_independent_computations():
     run = experiments.ksubset_experiment(4)
     assert [r["k"] for r in run.rows] == [1, 2, 3] and [r["m"] for r in run.rows] == [4, 6, 4]
-    assert max(r["to (I − 11ᵀ/V)S"] for r in run.rows) < 1e-6 < min(r["to (I − 11ᵀ)S"] for r in run.rows)
-    assert max(run.certificates) < 1e-6
+    J = np.ones((4, 4))
+    for row in run.rows:
+        S = ntp.k_subsets(4, row["k"])
+        centred, slide = (np.eye(4) - J / 4) @ S, (np.eye(4) - J) @ S
+        assert row["nuclear norm"] == pytest.approx(np.linalg.svd(centred, compute_uv=False).sum(), rel=1e-7)
+        L = ntp.solve_ntp_svm(S).L
+        c = np.linalg.lstsq(slide.reshape(-1, 1), L.reshape(-1), rcond=None)[0][0]
+        assert row["to (I − 11ᵀ)S"] == pytest.approx(np.linalg.norm(L - c * slide) / np.linalg.norm(L), rel=1e-6)
+        assert row["to (I − 11ᵀ/V)S"] < 1e-6 and row["geometry error"] < 1e-6
+        admm = ntp.ntp_svm_first_order(S, tol=1e-9).objective
+        sdp = ntp.solve_ntp_svm(S).objective
+        assert row["ADMM difference"] == pytest.approx(abs(admm - sdp) / sdp, rel=1e-6, abs=1e-15)
+        assert row["certificate"] < 1e-6
+    assert run.certificates == [r["certificate"] for r in run.rows]
 
 
 # --- §5 geometry read-outs and the untrained control -----------------------------------------------
@@ -203,8 +250,27 @@ def test_compare_geometries_both_ways():
     assert rows[0]["z"] > 5 and rows[0]["p (relabelling)"] == pytest.approx(1 / 201)
     assert abs(rows[1]["z"]) < 3 and rows[1]["p (relabelling)"] > 0.01
     assert rows[0]["se z"] == pytest.approx(math.sqrt(1 / 20 + rows[0]["z"] ** 2 / 38))
+    assert rows[0]["se untrained"] == pytest.approx(r0.std(ddof=1) / math.sqrt(20))
     with pytest.raises(ntp.NTPError, match="controls"):
         experiments.compare_geometries({"same": (related, target, [controls[0]] * 3)}, n_perm=10, seed=0)
+
+
+def test_geometry_comparison_reads_every_pair_with_its_models_controls(story_data):
+    rng = np.random.default_rng(2)
+    V, m = story_data.V, story_data.m
+    emb = {name: (rng.standard_normal((V, 3)), rng.standard_normal((3, m))) for name in ("transformer", "UFM")}
+    emb["L^mm factors"] = ntp.ufm_factors(ntp.ntp_svm(story_data.S))
+    copies = {name: [(rng.standard_normal((V, 3)), rng.standard_normal((3, m))) for _ in range(4)]
+              for name in ("transformer", "UFM")}
+    out = experiments.geometry_comparison(story_data, emb, copies, n_perm=50, seed=0)
+    assert list(out.rows) == list(experiments.PAIRS) and len(out.table_rows()) == len(experiments.PAIRS)
+    assert np.allclose(out.contexts["supports"], experiments.cosine_matrix(story_data.S.T))
+    assert np.allclose(out.words["UFM"], experiments.cosine_matrix(emb["UFM"][0], center=True))
+    row = out.rows["ufm_mm_words"]                                  # the UFM's own untrained copies are its control
+    r0 = [experiments.offdiag_corr(experiments.cosine_matrix(W, center=True), out.words["L^mm factors"])
+          for W, _ in copies["UFM"]]
+    assert row["r untrained"] == pytest.approx(np.mean(r0))
+    assert row["r"] == pytest.approx(experiments.offdiag_corr(out.words["UFM"], out.words["L^mm factors"]))
 
 
 def test_untrained_readouts_draw_the_models_initialisation(story_data):
@@ -222,6 +288,13 @@ def test_untrained_readouts_draw_the_models_initialisation(story_data):
             assert torch.equal(a, b), name
         else:                                                     # weights: N(0, 0.02²), a new draw
             assert not torch.equal(a, b) and float(b.std()) == pytest.approx(float(a.std()), rel=0.35), name
+    with torch.no_grad():                                          # a trained-looking model: every weight moved
+        for param in redrawn.parameters():
+            param.add_(1.0)
+    experiments.reinitialise(redrawn.lm, torch.Generator().manual_seed(3))
+    for (name, a), b in zip(fresh.named_parameters(), redrawn.parameters()):
+        if a.detach().std() == 0:
+            assert torch.equal(a.detach(), b.detach()), name       # layer norms 1 and 0, biases 0 again
     outs = experiments.untrained_readouts(story_data, hidden=8, layers=1, n=3, seed=0)
     again = experiments.untrained_readouts(story_data, hidden=8, layers=1, n=3, seed=0)
     assert len(outs) == 3 and all(o["readout_error"] < 1e-4 for o in outs)
@@ -233,6 +306,8 @@ def test_untrained_readouts_draw_the_models_initialisation(story_data):
 
 def test_transformer_readout_gives_the_model_logits(story_data):
     out = experiments.train_transformer(story_data, hidden=8, layers=1, steps=20, lr=1e-2)
+    at_init = experiments.train_transformer(story_data, hidden=8, layers=1, steps=0)
+    assert out["losses"][0] == pytest.approx(float(at_init["final_ce"]), rel=1e-5)   # the π-weighted CE
     assert out["readout_error"] < 1e-4                        # WH is the model's last-position logits
     assert np.allclose(out["L"], out["W"] @ out["H"])
     assert out["losses"][-1] < out["losses"][0]
@@ -257,6 +332,12 @@ def test_subspace_collapse_by_hand():
     assert experiments.subspace_collapse(data, C * 0).mean_cos == 0.0
     alone = ntp.NTPData(pi=np.full(2, 0.5), P=np.array([[1.0, 0.0], [0.0, 1.0]]))
     assert experiments.subspace_collapse(alone, np.eye(2)).mean_cos is None
+
+
+def test_mean_and_se_by_hand():
+    assert experiments.mean_and_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1 / math.sqrt(3)))
+    with pytest.raises(ntp.NTPError, match="two"):
+        experiments.mean_and_se([1.0])
 
 
 # --- §6 spectra ------------------------------------------------------------------------------------
