@@ -12,6 +12,15 @@ import torch
 from lib import known_llc, llc
 from lib.known_llc import squared_error
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Models of a few parameters: more intra-op threads only add synchronisation (and spin on a shared CPU)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 SMALL = dict(nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8, draws=300, burn_in=100, batch_size=50, seed=0,
              device="cpu", progress=False)
 
@@ -167,17 +176,62 @@ def test_ess_and_rhat_both_ways():
     assert llc.split_rhat(drifting) > 1.1
 
 
-def test_extrapolate_eps():
-    class R:  # a stand-in with the fields extrapolate_eps reads
-        def __init__(self, eps, value):
-            self.settings, self.llc, self.se = {"eps": eps}, value, 0.01
+def _fake(eps, per_chain, seed=0, se=None):
+    """An LLCResult holding only what the extrapolations read (per-chain estimates at one ε)."""
+    per_chain = np.asarray(per_chain, dtype=float)
+    good = per_chain[np.isfinite(per_chain)]
+    se = float(good.std(ddof=1) / np.sqrt(len(good))) if se is None else se
+    return llc.LLCResult(llc=float(good.mean()), se=se, per_chain=per_chain, loss=np.zeros((len(per_chain), 1)),
+                         init_loss=0.0, nbeta=1.0, diagnostics={"divergent": []},
+                         settings={"eps": eps, "seed": seed, "chains": len(per_chain)})
 
-    value, se = llc.extrapolate_eps([R(0.2, 3.0 + 0.2 * 5), R(0.1, 3.0 + 0.1 * 5), R(0.05, 3.0 + 0.05 * 5)])
-    assert value == pytest.approx(3.0) and se > 0
+
+def test_extrapolate_eps_independent_runs_closed_form():
+    """Independent runs (different seeds): the weighted line's intercept and its s.e. by the normal equations
+    written out by hand, Var(intercept) = Σwε² / (Σw Σwε² − (Σwε)²); the slope's s.e. differs."""
+    eps, ys, ses = np.array([0.2, 0.1, 0.05]), np.array([3.9, 3.5, 3.2]), np.array([0.05, 0.08, 0.12])
+    runs = [_fake(e, [y - 1, y + 1], seed=k, se=s) for k, (e, y, s) in enumerate(zip(eps, ys, ses))]
+    value, se = llc.extrapolate_eps(runs)
+    w = 1 / ses ** 2
+    det = w.sum() * (w * eps ** 2).sum() - (w * eps).sum() ** 2
+    slope = (w.sum() * (w * eps * ys).sum() - (w * eps).sum() * (w * ys).sum()) / det
+    intercept = ((w * ys).sum() - slope * (w * eps).sum()) / w.sum()
+    assert value == pytest.approx(intercept, rel=1e-12)
+    assert se == pytest.approx(np.sqrt((w * eps ** 2).sum() / det), rel=1e-12)
+    assert se != pytest.approx(np.sqrt(w.sum() / det), rel=1e-3)  # the slope's s.e.
+    # two points: the line through them, s.e. sqrt(ε₂²s₁² + ε₁²s₂²) / (ε₁ − ε₂)
+    value, se = llc.extrapolate_eps(runs[:2])
+    assert value == pytest.approx((0.2 * 3.5 - 0.1 * 3.9) / 0.1)
+    assert se == pytest.approx(np.sqrt(0.1 ** 2 * 0.05 ** 2 + 0.2 ** 2 * 0.08 ** 2) / 0.1)
     with pytest.raises(llc.LLCInputError):
-        llc.extrapolate_eps([R(0.1, 1.0)])
+        llc.extrapolate_eps(runs[:1])
     with pytest.raises(llc.LLCInputError):
-        llc.extrapolate_eps([R(0.1, 1.0), R(0.1, 2.0)])
+        llc.extrapolate_eps([runs[0], _fake(0.2, [1.0, 2.0], seed=5)])
+
+
+def test_extrapolate_eps_paired_runs_chain_by_chain():
+    """Runs sharing seed and chains: each chain's own line, (ε₁ y₂ − ε₂ y₁)/(ε₁ − ε₂), then mean ± sd/√C over
+    the chains finite at both ε."""
+    rng = np.random.default_rng(0)
+    common = rng.normal(0, 1, 40)  # the shared noise: strongly correlated per-chain estimates
+    a = 3.0 + 0.2 * 2.0 + common + 0.1 * rng.normal(size=40)
+    b = 3.0 + 0.1 * 2.0 + common + 0.1 * rng.normal(size=40)
+    b[7] = np.nan  # a chain that diverged at one step size only is left out of both
+    value, se = llc.extrapolate_eps([_fake(0.2, a), _fake(0.1, b)])
+    z = (0.2 * b - 0.1 * a) / (0.2 - 0.1)
+    z = z[np.isfinite(z)]
+    assert value == pytest.approx(z.mean(), rel=1e-12) and se == pytest.approx(z.std(ddof=1) / np.sqrt(39), rel=1e-12)
+    independent = llc.extrapolate_eps([_fake(0.2, a), _fake(0.1, b)], paired=False)
+    assert independent[1] > 1.5 * se  # ignoring the pairing overstates the s.e. here
+    with pytest.raises(llc.LLCInputError, match="paired"):
+        llc.extrapolate_eps([_fake(0.2, a, seed=0), _fake(0.1, b, seed=1)], paired=True)
+
+
+def test_independent_seed():
+    seeds = {llc.independent_seed(s, i) for s in range(4) for i in range(4)}
+    assert len(seeds) == 16 and llc.independent_seed(3, 1) == llc.independent_seed(3, 1)
+    with pytest.raises(llc.LLCInputError, match="seed"):
+        llc.independent_seed(-1, 0)
 
 
 def test_mala_acceptance_falls_with_step_size(regular):
@@ -319,18 +373,69 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert a == b
 
 
-def test_eps_limits_are_extrapolate_eps_of_the_runs_it_names(regular):
-    """eps_limits makes, per nβ, exactly the runs estimate_llc makes by hand, and extrapolates them."""
-    kw = {**SMALL, "chains": 4}
+def test_eps_limits_runs_of_equal_langevin_time(regular):
+    """eps_limits makes, per nβ, the runs estimate_llc makes by hand: ceil(T nβ / f) steps at ε = f / nβ (equal
+    Langevin time, draws ∝ 1/ε), a third burn-in, one seed per nβ shared by its step sizes; paired extrapolation."""
+    kw = {**SMALL, "chains": 4, "seed": 2}
     points = llc.eps_limits(regular.model, squared_error, regular.data, nbetas=[300.0, 1000.0], eps_nbeta=[0.2, 0.1],
-                            draws_at=lambda nb, eps: int(30 + 0.1 * nb), **kw)  # SMALL's nbeta, eps, draws are replaced
-    kw.pop("nbeta"), kw.pop("eps"), kw.pop("draws"), kw.pop("burn_in")
-    assert [p["nbeta"] for p in points] == [300.0, 1000.0]
-    for p in points:
-        steps = int(30 + 0.1 * p["nbeta"])
-        by_hand = [llc.estimate_llc(regular.model, squared_error, regular.data, nbeta=p["nbeta"], eps=f / p["nbeta"],
-                                    draws=steps, burn_in=steps // 3, **kw) for f in (0.2, 0.1)]
-        for run, mine in zip(by_hand, p["runs"]):
+                            langevin_time=0.05, **kw)  # SMALL's nbeta, eps, draws, burn_in are replaced
+    for key in ("nbeta", "eps", "draws", "burn_in", "seed"):
+        kw.pop(key)
+    assert [p.nbeta for p in points] == [300.0, 1000.0]
+    for i, p in enumerate(points):
+        assert [r.settings["draws"] for r in p.runs] == [int(np.ceil(0.05 * p.nbeta / f)) for f in (0.2, 0.1)]
+        by_hand = [llc.estimate_llc(regular.model, squared_error, regular.data, nbeta=p.nbeta, eps=f / p.nbeta,
+                                    draws=int(np.ceil(0.05 * p.nbeta / f)), burn_in=int(np.ceil(0.05 * p.nbeta / f)) // 3,
+                                    seed=llc.independent_seed(2, i), **kw) for f in (0.2, 0.1)]
+        for run, mine in zip(by_hand, p.runs):
             np.testing.assert_array_equal(run.loss, mine.loss)
-        assert (p["llc"], p["se"]) == llc.extrapolate_eps(by_hand)
-        assert not np.array_equal(by_hand[0].loss, by_hand[1].loss[:, :by_hand[0].loss.shape[1]])  # the two ε differ
+        assert (p.llc, p.se) == llc.extrapolate_eps(by_hand, paired=True)
+        assert p.divergent_fraction == 0.0 and p.max_rhat == max(r.diagnostics["rhat"] for r in by_hand)
+    assert points[0].runs[0].settings["seed"] != points[1].runs[0].settings["seed"]  # independent points in nβ
+    with pytest.raises(llc.LLCInputError, match="eps_nbeta"):
+        llc.eps_limits(regular.model, squared_error, regular.data, nbetas=[300.0], eps_nbeta=[0.1, 0.1],
+                       langevin_time=0.05, **SMALL)
+
+
+def test_first_nonfinite_step_is_flagged():
+    """The step recorded for a divergent chain is its first non-finite one: a run cut just before it (the same
+    seed replays the same prefix) keeps the chain finite, a run one step longer flags it there."""
+    p = known_llc.normal_crossing_problem([2], n=50)
+    kw = {**SMALL, "chains": 16, "eps": 1.2e-2, "burn_in": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = llc.estimate_llc(p.model, squared_error, p.data, **kw)
+        flagged = full.diagnostics["divergent"]
+        assert flagged
+        for d in flagged[:3]:
+            before = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "draws": d["step"]}) if d["step"] else None
+            assert before is None or d["chain"] not in [e["chain"] for e in before.diagnostics["divergent"]]
+            after = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "draws": d["step"] + 1})
+            assert {"chain": d["chain"], "step": d["step"], "eps": 1.2e-2} in after.diagnostics["divergent"]
+    assert full.divergent_fraction == len(flagged) / 16
+
+
+def test_extrapolate_nbeta_residual():
+    """chi2 = Σ ((y − fit)/s.e.)² with dof = values − coefficients; the weighted line by numpy's lstsq."""
+    nbs = np.array([10.0, 30.0, 100.0, 300.0])
+    y = 0.7 - 0.4 * nbs ** -0.5 + np.array([0.0, 0.01, -0.01, 0.0])
+    ses = np.array([0.01, 0.02, 0.01, 0.02])
+    fit = llc.extrapolate_nbeta(nbs, y, ses, gap=0.5)
+    X = np.stack([np.ones(4), nbs ** -0.5], axis=1) / ses[:, None]
+    coef, res, *_ = np.linalg.lstsq(X, y / ses, rcond=None)
+    assert fit.llc == pytest.approx(coef[0], rel=1e-10) and fit.dof == 2
+    assert fit.chi2 == pytest.approx(res[0], rel=1e-8) and fit.chi2 > 0.1
+    exact = llc.extrapolate_nbeta(nbs, 0.7 - 1.0 / (np.log(nbs) + 0.8), ses, multiplicity=2)
+    assert exact.chi2 < 1e-12 and exact.dof == 2 and exact.llc == pytest.approx(0.7, abs=1e-6)
+
+
+@pytest.mark.parametrize("values", [[0.60, 0.55, 0.50], [0.600, 0.601, 0.600]])
+def test_multiplicity_two_fit_refuses_a_runaway(values):
+    """Values falling with nβ, or flat within their s.e., leave λ and a of λ − 1/(log nβ + a) undetermined:
+    refused; values that rise as the form says are fitted (both ways)."""
+    nbs = [100.0, 300.0, 1000.0]
+    with pytest.raises(llc.LLCFitError):
+        llc.extrapolate_nbeta(nbs, values, [0.01] * 3, multiplicity=2)
+    rising = 0.7 - 1.0 / (np.log(nbs) + 1.0)
+    fit = llc.extrapolate_nbeta(nbs, rising + np.array([0.002, -0.002, 0.001]), [0.01] * 3, multiplicity=2)
+    assert abs(fit.llc - 0.7) < 0.05 and np.isfinite(fit.se)
