@@ -439,3 +439,64 @@ def test_multiplicity_two_fit_refuses_a_runaway(values):
     rising = 0.7 - 1.0 / (np.log(nbs) + 1.0)
     fit = llc.extrapolate_nbeta(nbs, rising + np.array([0.002, -0.002, 0.001]), [0.01] * 3, multiplicity=2)
     assert abs(fit.llc - 0.7) < 0.05 and np.isfinite(fit.se)
+
+
+def test_init_loss_and_standard_error_by_hand():
+    """L_n(w*) is the mean per-sample loss (a noisy problem: not 0); s.e. = sd(per-chain, ddof 1)/√C."""
+    p = known_llc.regular_problem(3, n=50, seed=1, noise=0.5)
+    res = llc.estimate_llc(p.model, squared_error, p.data, **{**SMALL, "batch_size": 20})
+    with torch.no_grad():
+        assert res.init_loss == pytest.approx(float(squared_error(p.model, p.data).double().mean()), rel=1e-12)
+    assert res.init_loss > 0.05
+    assert res.se == pytest.approx(res.per_chain.std(ddof=1) / np.sqrt(8), rel=1e-12)
+
+
+def test_eps_limit_diagnostics_by_hand():
+    a, b = _fake(0.2, [1.0, 2.0, np.nan, 3.0]), _fake(0.1, [1.0, np.nan, 2.0, 3.0])
+    a.diagnostics.update(rhat=1.02, ess=np.array([10.0, 20.0, 30.0]))
+    b.diagnostics.update(rhat=1.07, ess=np.array([5.0, 5.0, 5.0]))
+    limit = llc.EpsLimit(100.0, 0.0, 1.0, [a, b])
+    assert limit.divergent_fraction == 0.5  # chains 1 and 2: each lost at one step size
+    assert limit.max_rhat == 1.07 and limit.min_total_ess == 15.0
+
+
+def test_warnings_go_to_the_terminal(capsys, monkeypatch):
+    from lib.book import progress
+
+    monkeypatch.setenv(progress.TERMINAL_ENV, "0")  # log_stream() is then sys.stderr
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with llc.warnings_to_terminal():
+            warnings.warn("3 of 16 SGLD chains diverged", RuntimeWarning)
+    assert not outside and "3 of 16 SGLD chains diverged" in capsys.readouterr().err
+
+
+class _FakeSuite:
+    """Two checkpoints of one tiny GPT-NeoX, with the history a suite keeps (held-out loss per checkpoint)."""
+
+    checkpoint_steps = [0, 5]
+    history = {"tiny": {"checkpoint_step": [0, 5], "heldout_loss": [3.5, 2.5]}}
+
+    def load(self, size, step, device="cpu"):
+        from types import SimpleNamespace
+
+        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+        torch.manual_seed(step)
+        cfg = GPTNeoXConfig(vocab_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=8)
+        return SimpleNamespace(model=GPTNeoXForCausalLM(cfg).eval())
+
+
+def test_llc_over_training_rows():
+    from lib.models.causal_lm import sequence_loss
+
+    ids = torch.randint(0, 16, (32, 8), generator=torch.Generator().manual_seed(0))
+    kw = dict(gamma=100.0, eps=1e-5, chains=2, draws=6, burn_in=2, batch_size=4, seed=0, device="cpu")
+    rows = llc.llc_over_training(_FakeSuite(), "tiny", ids, **kw)
+    assert [r["step"] for r in rows] == [0, 5] and [r["heldout_loss"] for r in rows] == [3.5, 2.5]
+    model = _FakeSuite().load("tiny", 5).model
+    model.config._attn_implementation = "eager"
+    by_hand = llc.estimate_llc(model, sequence_loss, (ids,), progress=False, **kw)
+    assert rows[1]["llc"] == by_hand.llc and rows[1]["init_loss"] == by_hand.init_loss
+    assert rows[1]["params"] == sum(p.numel() for p in model.parameters()) and rows[1]["diverged"] == 0.0
