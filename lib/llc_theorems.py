@@ -1,11 +1,11 @@
 """Chen & Murfet §7: SGLD for q and for its truncation q^(χ), coupled, and the bounds of
 Theorems 7.3–7.4 in the form the book derives them (the paper's constants were lost in its
-text's extraction; MATH.md §7).
+text's extraction, so the derivation follows the structure of the proofs of §7).
 
 Setting: a conditional model p(y|x, w) on the finite support of a language
 (:mod:`lib.conditional_models`), data (x_i, y_i) from q and (x_i, y'_i) from q^(χ) drawn with
-common random numbers (:meth:`Support.coupled_sample`), and two SGLD chains (MATH.md §6)
-from the same w* with the same minibatch indices and the same injected noise
+common random numbers (:meth:`Support.coupled_sample`), and two SGLD chains (Chen & Murfet
+§2.4, eq. 12) from the same w* with the same minibatch indices and the same injected noise
 (:func:`lib.llc.coupled_chains`).
 
 **Theorem 7.3, derived.** With Δ_t = w_t − w'_t, constant step ε and Δ_0 = 0,
@@ -31,6 +31,17 @@ insensitivity, minibatch version), then
 
     |λ̂ − λ̂^(χ)| ≤ nβ ( K · mean_t ‖Δ_t‖ + 2ε ).
 
+**What λ̂ measures under the theorem's hypothesis.** With the Taylor model
+L_n(w* + u) ≈ L_n(w*) + gᵀu + ½uᵀHu, SGLD's iterates are Gaussian and λ̂ has a closed form
+(:func:`quadratic_llc`); with h_i the eigenvalues of H, g̃ = g in its eigenbasis and
+a_i = nβh_i + γ, its stationary continuous-time value is
+
+    λ̂_quad = ½ Σ_i nβh_i / a_i  −  ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i².
+
+If nβM < γ, every a_i is dominated by γ: the first sum is a curvature trace ≈ nβ tr(H)/(2γ),
+linear in nβ and below d/4, and the second a drift off a w* that is not a critical point of
+the target's loss, growing like (nβ)². :class:`DialExperiment` sets both beside the measured λ̂.
+
 **§7.1.** A causal language model is a sequence of models p(y_t | y_<t, w), one per position,
 sharing w: :func:`per_position_llc` estimates the LLC of each position's loss L_t.
 """
@@ -40,6 +51,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +171,17 @@ class CriticalPoints:
     smallest_q: float
     extreme_q: float
 
+    @property
+    def best_ratio(self) -> float:
+        """The smallest ‖∇L^(χ)(w*)‖ / ‖∇L(w*)‖ over the cutoffs below the largest (the rank)."""
+        below = [i for i, c in enumerate(self.chis) if c < max(self.chis)]
+        return float(np.min(self.grad_norm[below]) / self.grad_norm_q)
+
+    def rows(self) -> list[dict]:
+        """Per cutoff: ‖∇L^(χ)(w*)‖, its ratio to ‖∇L(w*)‖, and the smallest Hessian eigenvalue of L^(χ)."""
+        return [{"χ": c, "‖∇L^(χ)(w*)‖": g, "ratio to L's": g / self.grad_norm_q, "smallest eigenvalue": low}
+                for c, g, low in zip(self.chis, self.grad_norm, self.smallest)]
+
 
 def critical_points(model: nn.Module, support: Support, chis) -> CriticalPoints:
     """§8's question, measured: is the trained w* closer to a critical point of a truncated
@@ -277,14 +300,18 @@ def history_nll(model: nn.Module, batch) -> torch.Tensor:
 class Dial:
     """:func:`resolution_dial`: for each nβ (axis 0) and cutoff χ (axis 1), per chain c,
     ``diff[b, j, c]`` = λ̂_c(q) − λ̂_c(q^(χ_j)) of coupled chains (NaN where either diverged);
-    ``llc_q[b]``, ``llc_chi[b, j]`` the estimates; ``separation[b, j]`` = ‖w_t − w'_t‖ per chain
-    and draw after burn-in; ``positions[b, k]`` target k's chains' parameters at
+    ``per_chain[b, k, c]`` every target's per-chain λ̂ (k = 0: q, NaN where diverged),
+    ``llc_q[b]``, ``llc_chi[b, j]`` their means over chains; ``separation[b, j]`` = ‖w_t − w'_t‖
+    per chain and draw after burn-in; ``positions[b, k]`` target k's chains' parameters at
     ``snapshot_steps``; ``data`` the targets' per-history data (rows, W_k) (:func:`history_data`,
-    q first; loss :func:`history_nll`). Measured at every step t = 0..draws−1 along the run
-    (``steps``, arrays (B, J, C, draws)):
+    q first; loss :func:`history_nll`); ``eps[b]`` the step at nβ_b; ``rhat[b, k]`` and
+    ``ess[b, k, c]`` the mixing of each target's loss traces after burn-in. Measured at every
+    step t = 0..draws−1 along the run (``steps``, arrays (B, J, C, draws)):
 
-    * ``delta[b, j, c, t]`` = ‖∇L_n(w_t) − ∇L_n^(χ_j)(w_t)‖ at the q-chain's point w_t (Lemma 7.1's object);
-    * ``lipschitz[b, j, c, t]`` = ‖∇L_n^(χ_j)(w_t) − ∇L_n^(χ_j)(w'_t)‖ (w'_t the q^(χ_j) chain);
+    * ``delta[b, j, c, t]`` = ‖∇L_n(w_t) − ∇L_n^(χ_j)(w_t)‖ at the q-chain's point w_t (Lemma 7.1's
+      object; None when the dial ran without ``measure``);
+    * ``lipschitz[b, j, c, t]`` = ‖∇L_n^(χ_j)(w_t) − ∇L_n^(χ_j)(w'_t)‖ (w'_t the q^(χ_j) chain; None
+      likewise);
     * ``gap[b, j, c, t]`` = |L_n(w'_t) − L_n^(χ_j)(w'_t)| (the log-probability insensitivity at w'_t);
     * ``sep_all[b, j, c, t]`` = ‖w_t − w'_t‖ after t steps, t = 0..draws (0 at t = 0);
     * ``grad_q[b, c, t]`` = ‖∇L_n(w_t)‖ along the q-chains."""
@@ -302,6 +329,10 @@ class Dial:
     seconds: float
     data: list | None = None
     steps: dict | None = None
+    per_chain: np.ndarray | None = None
+    eps: list | None = None
+    rhat: np.ndarray | None = None
+    ess: np.ndarray | None = None
 
     @property
     def mean(self) -> np.ndarray:
@@ -309,8 +340,7 @@ class Dial:
 
     @property
     def se(self) -> np.ndarray:
-        n = np.sum(np.isfinite(self.diff), axis=-1)
-        return np.nanstd(self.diff, axis=-1, ddof=1) / np.sqrt(n)
+        return _se(self.diff)
 
     @property
     def z(self) -> np.ndarray:
@@ -318,46 +348,97 @@ class Dial:
         where every chain pair agrees exactly (χ = rank: identical chains)."""
         return _z(self.diff)
 
+    @property
+    def llc_se(self) -> np.ndarray:
+        """Standard error over chains of every target's λ̂, (B, K) (k = 0: q)."""
+        return _se(self.per_chain)
+
+
+def _se(values: np.ndarray) -> np.ndarray:
+    """Standard error of the mean over the last axis (finite entries only; ddof 1)."""
+    n = np.sum(np.isfinite(values), axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nanstd(values, axis=-1, ddof=1) / np.sqrt(n)
+
 
 def _z(diff: np.ndarray) -> np.ndarray:
+    """The paired z of the chains' differences: mean / (sd / √n) over the last axis (ddof 1);
+    0 where every difference is exactly 0."""
     mean = np.nanmean(diff, axis=-1)
-    se = np.nanstd(diff, axis=-1, ddof=1) / np.sqrt(np.sum(np.isfinite(diff), axis=-1))
+    se = _se(diff)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = mean / se
     return np.where((se == 0) & (mean == 0), 0.0, z)
 
 
-def chi_star(z: np.ndarray, chis, threshold: float = 2.0) -> list:
-    """Per row of z (one nβ), the smallest χ from which every larger cutoff has |z| ≤ threshold:
-    the coarsest truncation SGLD cannot tell from q at that temperature (None if even the
-    largest χ is distinguishable)."""
-    out = []
-    for row in np.atleast_2d(z):
-        ok = np.abs(row) <= threshold
-        out.append(next((chis[j] for j in range(len(chis)) if ok[j:].all()), None))
+# ---------------------------------------------------------------------------
+# §8: when is q^(χ) indistinguishable from q? A fixed tolerance, decided in standard errors
+# ---------------------------------------------------------------------------
+
+INDISTINGUISHABLE, UNDECIDED, DISTINGUISHABLE = 0, 1, 2
+
+
+def resolve(diff: np.ndarray, tolerance: float, z: float = 2.0) -> np.ndarray:
+    """Per cell (all axes but the last, the chains): is λ̂(q) − λ̂(q^(χ)) within ``tolerance``?
+
+    With D the mean over chains and s its paired standard error: INDISTINGUISHABLE if the
+    whole interval D ± z·s lies inside [−tolerance, tolerance], DISTINGUISHABLE if it lies
+    outside it, UNDECIDED otherwise. The tolerance is fixed, so more draws shrink s and
+    settle every cell on the side of |D| it is on; they never turn a difference of fixed size
+    into a distinguishable one (as a test of D = 0 at level z would)."""
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"parameter 'tolerance' must be a positive number; got {tolerance!r}")
+    mean, se = np.nanmean(diff, axis=-1), _se(diff)
+    se = np.where((se == 0) | np.isfinite(se), se, np.inf)
+    out = np.full(mean.shape, UNDECIDED)
+    out[np.abs(mean) + z * se <= tolerance] = INDISTINGUISHABLE
+    out[np.abs(mean) - z * se > tolerance] = DISTINGUISHABLE
     return out
 
 
-def chi_star_interval(dial: Dial, threshold: float = 2.0, n_boot: int = 1000, seed: int = 0,
-                      level: float = 0.9) -> list[tuple]:
-    """Percentile bootstrap interval of χ*(β) per nβ, resampling the coupled chains (the same
-    resample for every χ, since a chain's draws are shared across the cutoffs)."""
-    rng = np.random.default_rng(seed)
-    C = dial.diff.shape[-1]
-    big = max(dial.chis) + 1                    # "None" (never indistinguishable) counts as above every χ
-    draws = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, C, C)
-        z = _z(dial.diff[..., idx])
-        draws.append([big if c is None else c for c in chi_star(z, dial.chis, threshold)])
-    lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return [(float(a), float(b)) for a, b in zip(lo, hi)]
+def chi_star(indistinguishable: np.ndarray, chis) -> list:
+    """Per row (one nβ) of a boolean (B, J) array over the cutoffs ``chis`` (increasing): the
+    smallest χ from which every larger cutoff is marked, i.e. the coarsest truncation that
+    is not told from q at that temperature (None if not even the largest χ is marked)."""
+    out = []
+    for row in np.atleast_2d(indistinguishable):
+        out.append(next((chis[j] for j in range(len(chis)) if row[j:].all()), None))
+    return out
 
 
-def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int, gamma: float, eps_nbeta: float,
-                    chains: int, draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0,
-                    progress: bool = False, threads: int | None = 1, resume: bool = False,
-                    checkpoint_every: int = 50) -> Dial:
+def chi_star_band(codes: np.ndarray, chis) -> list[tuple]:
+    """The interval of χ*(β) that the classes of :func:`resolve` allow, per nβ: from χ* with
+    every undecided cell counted indistinguishable to χ* with every undecided cell counted
+    distinguishable (None, never indistinguishable, counts as above every cutoff)."""
+    big = max(chis) + 1
+    low = chi_star(codes != DISTINGUISHABLE, chis)
+    high = chi_star(codes == INDISTINGUISHABLE, chis)
+    return [(big if a is None else a, big if b is None else b) for a, b in zip(low, high)]
+
+
+def monotone_verdict(bands) -> str:
+    """The pre-set rule for §8's prediction "χ*(β) is non-decreasing in β" (``bands`` of
+    :func:`chi_star_band`, β increasing): "contradicted" if some β < β' has the band of χ*(β)
+    entirely above that of χ*(β'); "supported" if not, and some β < β' has it entirely below
+    (disjoint bands: the dial moved by more than the run's uncertainty); else "inconclusive"."""
+    pairs = [(i, j) for i in range(len(bands)) for j in range(i + 1, len(bands))]
+    if any(bands[i][0] > bands[j][1] for i, j in pairs):
+        return "contradicted"
+    if any(bands[i][1] < bands[j][0] for i, j in pairs):
+        return "supported"
+    return "inconclusive"
+
+
+def relaxation_steps(eps: float, gamma: float) -> float:
+    """2/(εγ): the steps in which SGLD's mean forgets its start along a direction the loss does
+    not curve (there the update contracts by 1 − εγ/2 per step)."""
+    return 2.0 / (eps * gamma)
+
+
+def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int, gamma: float,
+                    eps_nbeta: float | None = None, eps: float | None = None, chains: int, draws: int, burn_in: int,
+                    seed: int, device="auto", snapshots: int = 0, progress: bool = False, threads: int | None = 1,
+                    resume: bool = False, checkpoint_every: int = 50, measure: bool = True) -> Dial:
     """λ̂(q) − λ̂(q^(χ)) for every χ in ``chis`` and nβ in ``nbetas`` (Chen & Murfet §8).
 
     Every (nβ, target, chain) is one row of a single (rows, D) state, stepped by one vmapped
@@ -365,8 +446,10 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
     q^(χ), at every temperature, full batch on the per-history data of :func:`history_data`
     (n samples per target). All start at w* and share the injected noise ξ_t (one draw per
     chain and step, the stream of :func:`lib.llc.coupled_targets` with the same seed): every χ
-    is coupled to q, and every temperature sees the same ξ_t. The step is ε = ``eps_nbeta``/nβ,
-    so that the drift's scale is the same at every temperature; nβ and ε are per-row scales.
+    is coupled to q, and every temperature sees the same ξ_t. The step is ``eps``, the same at
+    every temperature (so that the chains relax in the same number of steps, 2/(εγ), at every β),
+    or, with ``eps_nbeta`` instead, ε = ``eps_nbeta``/nβ (the drift's scale the same at every β).
+    ``measure``: record Theorem 7.3's δ_t and s_t at every step (:func:`grid_chains`).
     ``threads``: torch's intra-op threads while sampling (default 1: for models of a few
     thousand parameters more threads only add synchronisation, and on a busy machine their
     spin-waiting made a step 25 times slower; None keeps the current setting).
@@ -384,10 +467,17 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
         raise ValueError(f"parameter 'chis' must hold integers in [1, {support.modes.rank}] (the rank); got {chis!r}")
     if not nbetas or any(not (np.isfinite(v) and v > 0) for v in nbetas):
         raise ValueError(f"parameter 'nbetas' must hold finite numbers > 0; got {nbetas!r}")
+    if (eps is None) == (eps_nbeta is None):
+        raise ValueError("give exactly one of 'eps' (one step for every nβ) and 'eps_nbeta' (ε = eps_nbeta / nβ)")
+    step = eps if eps is not None else eps_nbeta
+    if not (isinstance(step, (int, float)) and np.isfinite(step) and step > 0):
+        raise ValueError(f"parameter '{'eps' if eps is not None else 'eps_nbeta'}' must be a positive number; "
+                         f"got {step!r}")
+    steps = [float(eps)] * len(nbetas) if eps is not None else [eps_nbeta / nb for nb in nbetas]
     with torch_threads(threads) if threads else contextlib.nullcontext():
         rows, W = history_data(support, chis, n, seed)
-        kw = dict(nbetas=nbetas, gamma=gamma, eps=[eps_nbeta / nb for nb in nbetas], chains=chains, draws=draws,
-                  burn_in=burn_in, seed=seed, device=device, snapshots=snapshots, progress=progress)
+        kw = dict(nbetas=nbetas, gamma=gamma, eps=steps, chains=chains, draws=draws, burn_in=burn_in, seed=seed,
+                  device=device, snapshots=snapshots, progress=progress, measure=measure)
         run = (_cached_grid(model, rows, W, checkpoint_every, **kw) if resume
                else grid_chains(model, rows, W, **kw))
     B, J, C = len(nbetas), len(chis), chains
@@ -396,14 +486,17 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
     diff = per[:, :1] - per[:, 1:]
     diff[bad[:, :1] | bad[:, 1:]] = np.nan
     good = np.where(bad, np.nan, per)
-    settings = dict(n=n, gamma=gamma, eps_nbeta=eps_nbeta, chains=chains, draws=draws, burn_in=burn_in, seed=seed,
-                    histories=len(rows), loss="per-history")
+    settings = dict(n=n, gamma=gamma, eps_nbeta=eps_nbeta, eps=steps, chains=chains, draws=draws, burn_in=burn_in,
+                    seed=seed, histories=len(rows), loss="per-history", measure=measure)
     sep_all = run["sep_all"]
-    return Dial(chis, nbetas, diff, np.nanmean(good[:, 0], axis=-1), np.nanmean(good[:, 1:], axis=-1),
-                sep_all[..., burn_in + 1:], run["positions"], run["snapshot_steps"], bad.sum(axis=-1), settings,
-                run["seconds"], [(rows, W[k]) for k in range(J + 1)],
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)        # a target whose every chain diverged: NaN
+        llc_q, llc_chi = np.nanmean(good[:, 0], axis=-1), np.nanmean(good[:, 1:], axis=-1)
+    return Dial(chis, nbetas, diff, llc_q, llc_chi, sep_all[..., burn_in + 1:], run["positions"],
+                run["snapshot_steps"], bad.sum(axis=-1), settings, run["seconds"],
+                [(rows, W[k]) for k in range(J + 1)],
                 {"delta": run["delta"], "lipschitz": run["lipschitz"], "gap": run["gap"],
-                 "sep_all": sep_all, "grad_q": run["grad_q"]})
+                 "sep_all": sep_all, "grad_q": run["grad_q"]}, good, steps, run["rhat"], run["ess"])
 
 
 def _tensor_digest(*tensors) -> str:
@@ -441,24 +534,29 @@ def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
                 draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0, progress: bool = False,
                 chain_ids=None, noise_chains: int | None = None, workdir: Path | None = None,
-                checkpoint_every: int = 50) -> dict:
-    """SGLD (MATH.md §6) for K = W.shape[0] targets × B = len(nbetas) temperatures × ``chains``
-    chains at once, full batch, with the per-history loss of :func:`history_nll` (target 0 is q).
+                checkpoint_every: int = 50, measure: bool = True) -> dict:
+    """SGLD (Chen & Murfet §2.4, eq. 12) for K = W.shape[0] targets × B = len(nbetas) temperatures
+    × ``chains`` chains at once, full batch, with the per-history loss of :func:`history_nll`
+    (target 0 is q).
 
     Row (b, k, c) follows w ← w − (ε_b/2)(nβ_b ∇L^(k)(w) + γ(w − w*)) + √ε_b ξ_{t,c}: the noise
     ξ_{t,c} ~ N(0, I) is shared by every target and temperature (the generator and stream of
     :func:`lib.llc.coupled_targets`' first chunk for ``seed``), so each target's chains are
-    coupled to q's. One extra row per (b, k ≥ 1, c) evaluates ∇L^(k) at q's point w_t^(b,0,c),
-    in the same vmapped call, to record Theorem 7.3's ingredients at every step (see
-    :class:`Dial`). Returns per-chain λ̂ (with L_n(w*) in float64), divergence steps (−1: none),
-    separations from q's chains at every step (``sep_all[b, k−1, c, t]``, t = 0..draws), the
-    per-step measurements, and snapshots of positions. ``chain_ids`` (with ``noise_chains``, the
-    number of chains of the run being reproduced) runs only those chains of a larger run: the
-    noise is drawn for ``noise_chains`` chains, as that run draws it, and rows ``chain_ids`` used.
-    ``workdir``: the whole state (positions, traces, measurements, the noise generator) is saved
-    to ``workdir/resume.pt`` every ``checkpoint_every`` steps (written atomically), and a run
-    that finds one continues from it; the result is bit-identical to an uninterrupted run
-    (``resumed_from``: the step it continued from, 0 for a fresh start)."""
+    coupled to q's. With ``measure`` (default), one extra row per (b, k ≥ 1, c) evaluates
+    ∇L^(k) at q's point w_t^(b,0,c), in the same vmapped call, to record Theorem 7.3's
+    ingredients δ_t and s_t at every step (see :class:`Dial`); without it those two are None
+    and a step costs about half. Returns per-chain λ̂ (with L_n(w*) in float64), divergence steps
+    (−1: none), separations from q's chains at every step (``sep_all[b, k−1, c, t]``,
+    t = 0..draws), the per-step measurements, snapshots of positions, and the mixing of each
+    chain's loss trace after burn-in: ``rhat[b, k]`` (split R̂ over the chains,
+    :func:`lib.llc.split_rhat`) and ``ess[b, k, c]`` (:func:`lib.llc.effective_sample_size`).
+    ``chain_ids`` (with ``noise_chains``, the number of chains of the run being reproduced)
+    runs only those chains of a larger run: the noise is drawn for ``noise_chains`` chains, as
+    that run draws it, and rows ``chain_ids`` used. ``workdir``: the whole state (positions,
+    traces, measurements, the noise generator) is saved to ``workdir/resume.pt`` every
+    ``checkpoint_every`` steps (written atomically), and a run that finds one continues from it;
+    the result is bit-identical to an uninterrupted run (``resumed_from``: the step it continued
+    from, 0 for a fresh start)."""
     from torch.func import functional_call, grad, vmap
 
     from .book.device import resolve_device
@@ -493,11 +591,12 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         return value, (value.detach(), (-(Wq * logp).sum() / H).detach())
 
     step = vmap(grad(loss, has_aux=True), in_dims=(0, 0))     # the parameters' parts: no split/cat in autograd
-    # rows of the state: main rows (b, k, c), then probe rows (b, j, c), j = 1..J, holding q's point (b, 0, c)
-    R, P = B * K * C, B * J * C
-    target = torch.as_tensor(np.concatenate([np.repeat(np.arange(K), C)[None].repeat(B, 0).ravel(),
-                                             np.repeat(np.arange(1, K), C)[None].repeat(B, 0).ravel()]),
-                             device=device)
+    # rows of the state: main rows (b, k, c), then (with ``measure``) probe rows (b, j, c), j = 1..J, holding
+    # q's point (b, 0, c)
+    R, P = B * K * C, (B * J * C if measure else 0)
+    main_targets = np.repeat(np.arange(K), C)[None].repeat(B, 0).ravel()
+    probe_targets = np.repeat(np.arange(1, K), C)[None].repeat(B, 0).ravel() if measure else np.zeros(0, int)
+    target = torch.as_tensor(np.concatenate([main_targets, probe_targets]), device=device)
     Wrow = W[target]                                                        # (R + P, H, V)
     col = dict(dtype=w0.dtype, device=device)
     half_eps = torch.as_tensor([0.5 * e for e in eps], **col)
@@ -515,15 +614,17 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     keep = draws - burn_in
     trace = torch.empty(B, K, C, keep, dtype=torch.float64, device=device)
     first_bad = torch.full((B, K, C), -1, dtype=torch.long, device=device)
-    meas = {k: torch.empty(B, J, C, draws, dtype=torch.float64, device=device) for k in ("delta", "lipschitz", "gap")}
+    measured = ("delta", "lipschitz", "gap") if measure else ("gap",)
+    meas = {k: torch.empty(B, J, C, draws, dtype=torch.float64, device=device) for k in measured}
     grad_q = torch.empty(B, C, draws, dtype=torch.float64, device=device)
     sep_all = torch.zeros(B, J, C, draws + 1, dtype=torch.float64, device=device)
     state = w0.expand(R + P, -1).clone()
     w = state[:R].view(B, K, C, D)
-    probe = state[R:].view(B, J, C, D)
+    probe = state[R:].view(B, J, C, D) if measure else None
     parts = torch.split(state, flat.sizes, dim=1)
     gbuf = torch.empty_like(state)
-    gm, gp = gbuf[:R].view(B, K, C, D), gbuf[R:].view(B, J, C, D)
+    gm = gbuf[:R].view(B, K, C, D)
+    gp = gbuf[R:].view(B, J, C, D) if measure else None
     work = torch.empty(B, J, C, D, **col)
     arrays = {"state": state, "trace": trace, "first_bad": first_bad, "grad_q": grad_q, "sep_all": sep_all,
               **{"meas_" + k: v for k, v in meas.items()}, **({"positions": positions} if snap else {})}
@@ -553,11 +654,13 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             positions[:, :, :, snap[t]] = w
         if t == draws:
             break
-        probe.copy_(w[:, :1].expand(B, J, C, D))
+        if measure:
+            probe.copy_(w[:, :1].expand(B, J, C, D))
         grads, (value, value_q) = step(parts, Wrow)
         torch.cat(grads, dim=1, out=gbuf)
-        meas["delta"][..., t] = torch.linalg.vector_norm(torch.sub(gm[:, :1], gp, out=work), dim=-1)
-        meas["lipschitz"][..., t] = torch.linalg.vector_norm(torch.sub(gp, gm[:, 1:], out=work), dim=-1)
+        if measure:
+            meas["delta"][..., t] = torch.linalg.vector_norm(torch.sub(gm[:, :1], gp, out=work), dim=-1)
+            meas["lipschitz"][..., t] = torch.linalg.vector_norm(torch.sub(gp, gm[:, 1:], out=work), dim=-1)
         v, vq = value[:R].view(B, K, C), value_q[:R].view(B, K, C)
         meas["gap"][..., t] = (vq[:, 1:] - v[:, 1:]).abs()
         grad_q[..., t] = torch.linalg.vector_norm(gm[:, 0], dim=-1)
@@ -579,29 +682,20 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = elapsed + time.perf_counter() - start
-    per_chain = np.asarray(nbetas)[:, None, None] * (trace.cpu().numpy().mean(axis=-1)
-                                                     - np.asarray(init)[None, :, None])
+    traces = trace.cpu().numpy()
+    per_chain = np.asarray(nbetas)[:, None, None] * (traces.mean(axis=-1) - np.asarray(init)[None, :, None])
+    finite = np.isfinite(traces).all(axis=-1)                                # (B, K, C)
+    rhat = np.array([[llc.split_rhat(traces[b, k][finite[b, k]]) if finite[b, k].sum() >= 2 else np.nan
+                      for k in range(K)] for b in range(B)])
+    ess = np.where(finite, np.array([[llc.effective_sample_size(np.nan_to_num(traces[b, k])) for k in range(K)]
+                                     for b in range(B)]), np.nan)
+    out = {k: v.cpu().numpy() for k, v in meas.items()}
+    if not measure:
+        out.update(delta=None, lipschitz=None)
     return {"per_chain": per_chain, "first_bad": first_bad.cpu().numpy(), "init_loss": init,
-            "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(),
-            **{k: v.cpu().numpy() for k, v in meas.items()},
+            "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(), **out, "rhat": rhat, "ess": ess,
             "positions": positions.cpu().numpy() if snap else None,
             "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start}
-
-
-def monotone_verdict(chi_stars, intervals) -> str:
-    """The pre-set rule for §8's prediction "χ*(β) is non-decreasing in β" (β in increasing
-    order): "contradicted" if some β < β' has the interval of χ*(β) entirely above that of
-    χ*(β'); "supported" if not, the point estimates are non-decreasing and they move (a
-    constant χ* says nothing about the dial); else "inconclusive". None (never
-    indistinguishable) counts as above every cutoff."""
-    big = float("inf")
-    pts = [big if c is None else c for c in chi_stars]
-    for i in range(len(intervals)):
-        for j in range(i + 1, len(intervals)):
-            if intervals[i][0] > intervals[j][1]:
-                return "contradicted"
-    moves = len(set(pts)) > 1
-    return "supported" if moves and all(a <= b for a, b in zip(pts, pts[1:])) else "inconclusive"
 
 
 def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto") -> dict:
@@ -638,6 +732,8 @@ def measure_constants(model: nn.Module, dial: Dial) -> dict:
       one-step inequality (:func:`one_step_violations`) by induction."""
     if dial.positions is None or dial.steps is None:
         raise ValueError("the dial kept no positions: run resolution_dial with snapshots > 0")
+    if dial.steps["delta"] is None:
+        raise ValueError("the dial did not record δ_t and s_t: run resolution_dial with measure=True")
     with torch_threads(1):       # small models (see resolution_dial)
         return _measure_constants(model, dial)
 
@@ -671,16 +767,18 @@ def _measure_constants(model: nn.Module, dial: Dial) -> dict:
             "M": max(M, M_secant), "M_lanczos": M, "M_secant": M_secant, "any_divergent": bool(bad.any())}
 
 
-def one_step_violations(dial: Dial, gamma: float, eps_nbeta: float, rtol: float = 1e-9, atol: float = 1e-13) -> int:
+def one_step_violations(dial: Dial, rtol: float = 1e-9, atol: float = 1e-13) -> int:
     """The triangle inequality behind Theorem 7.3, at every step of the run with its own
-    measurements: ‖Δ_{t+1}‖ ≤ |1 − ε γ/2| ‖Δ_t‖ + (ε nβ/2) (δ_t + s_t), s_t = ‖∇L^(χ)_n(w_t) − ∇L^(χ)_n(w'_t)‖.
-    It holds exactly when the two chains of a pair share start and noise (the noise cancels in
-    Δ); a count of the (b, j, c, t) where it fails beyond rounding (``rtol``; ``atol`` for
-    separations of a few ulps of w, as at χ = rank)."""
+    measurements: ‖Δ_{t+1}‖ ≤ |1 − ε γ/2| ‖Δ_t‖ + (ε nβ/2) (δ_t + s_t), s_t = ‖∇L^(χ)_n(w_t) − ∇L^(χ)_n(w'_t)‖,
+    with the dial's own γ and step ε at each nβ. It holds exactly when the two chains of a pair
+    share start and noise (the noise cancels in Δ); a count of the (b, j, c, t) where it fails
+    beyond rounding (``rtol``; ``atol`` for separations of a few ulps of w, as at χ = rank)."""
     st = dial.steps
+    if st is None or st["delta"] is None:
+        raise ValueError("the dial did not record δ_t and s_t: run resolution_dial with measure=True")
+    gamma = dial.settings["gamma"]
     count = 0
-    for b, nb in enumerate(dial.nbetas):
-        e = eps_nbeta / nb
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
         sep = st["sep_all"][b]
         rhs = abs(1 - e * gamma / 2) * sep[..., :-1] + e * nb / 2 * (st["delta"][b] + st["lipschitz"][b])
         lhs = sep[..., 1:]
@@ -721,6 +819,398 @@ def _lemma_ratios(model: nn.Module, support: Support, dial: Dial, max_chains: in
 
 
 # ---------------------------------------------------------------------------
+# λ̂ of the local quadratic model: what the dial measures when the prior dominates
+# ---------------------------------------------------------------------------
+
+@dataclass
+class LocalQuadratic:
+    """The second-order Taylor model of each target's empirical loss at w*,
+    L_n^(k)(w* + u) ≈ L_n^(k)(w*) + g_kᵀu + ½uᵀH_k u: ``eigenvalues[k]`` (d,) of H_k (ascending)
+    and ``gradient[k]`` (d,) the coordinates of g_k in H_k's eigenvectors (k = 0: q, then one
+    per χ, in the order of :func:`history_data`)."""
+
+    eigenvalues: np.ndarray
+    gradient: np.ndarray
+
+    @property
+    def dimension(self) -> int:
+        return int(self.eigenvalues.shape[-1])
+
+    @property
+    def curvature(self) -> float:
+        """The largest |Hessian eigenvalue| over the targets: the stiffest direction a step must resolve."""
+        return float(np.max(np.abs(self.eigenvalues)))
+
+    def llc(self, k: int, *, nbeta: float, gamma: float, eps: float | None = None, burn_in: int = 0,
+            draws: int | None = None) -> float:
+        """:func:`quadratic_llc` of target k."""
+        return quadratic_llc(self.eigenvalues[k], self.gradient[k], nbeta=nbeta, gamma=gamma, eps=eps,
+                             burn_in=burn_in, draws=draws)
+
+
+def local_quadratics(model: nn.Module, datas, max_dimension: int = 6000) -> LocalQuadratic:
+    """Hessians and gradients at the model's parameters w* of the empirical losses of ``datas``
+    (per-history data (rows, W_k), :func:`history_data`; loss :func:`history_nll`), as
+    :class:`LocalQuadratic`. Dense Hessians by reverse-over-reverse differentiation (d² entries
+    each; refused above ``max_dimension`` parameters before any work), one torch thread."""
+    d = sum(p.numel() for p in model.parameters())
+    if d > max_dimension:
+        raise ValueError(f"local_quadratics forms dense {d} × {d} Hessians; the model has more than "
+                         f"max_dimension = {max_dimension} parameters")
+    import scipy.linalg
+
+    eigenvalues, gradient = [], []
+    with torch_threads(1):
+        for data in datas:
+            f, w0 = _flat_loss(model, history_nll, data)
+            w0 = w0.detach().to(torch.float64)
+            H = torch.func.jacrev(torch.func.jacrev(f))(w0).detach().numpy()
+            g = torch.func.grad(f)(w0).detach().numpy()
+            ev, Q = scipy.linalg.eigh(0.5 * (H + H.T), driver="evd")          # divide and conquer: the fastest here
+            eigenvalues.append(ev)
+            gradient.append(Q.T @ g)
+    return LocalQuadratic(np.array(eigenvalues), np.array(gradient))
+
+
+def _power_sums(x: np.ndarray, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """S1 = Σ_t r^t and S2 = Σ_t r^{2t} over t = start..start + count − 1, with r = 1 − x,
+    computed through log1p/expm1 where 0 < r (so that a tiny x keeps its digits)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = []
+    for power, one_minus in ((1, x), (2, x * (2 - x))):
+        with np.errstate(all="ignore"):
+            smooth = x < 1
+            log_rho = power * np.log1p(-np.where(smooth, x, 0.0))
+            head = np.where(smooth, np.exp(start * log_rho), np.power((1 - x) ** power, start))
+            tail = np.where(smooth, -np.expm1(count * log_rho), 1 - np.power((1 - x) ** power, count))
+            s = np.where(one_minus == 0, float(count), head * tail / np.where(one_minus == 0, 1.0, one_minus))
+        out.append(s)
+    return out[0], out[1]
+
+
+def quadratic_llc(eigenvalues, gradient, *, nbeta: float, gamma: float, eps: float | None = None,
+                  burn_in: int = 0, draws: int | None = None) -> float:
+    """λ̂ = nβ (E[L_n(w)] − L_n(w*)) when L_n is its Taylor model at w*, L_n(w* + u) − L_n(w*) =
+    gᵀu + ½uᵀHu (``eigenvalues`` h_i of H, ``gradient`` g̃ = g in H's eigenbasis), under the
+    localised tempered posterior of Chen & Murfet §2.4 (eq. 12's SGLD). With a_i = nβh_i + γ:
+
+    * ``eps`` None: the posterior itself (Gaussian, precision nβH + γ, mean −nβ(nβH + γ)⁻¹g),
+
+          λ̂ = ½ Σ_i nβh_i / a_i − ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i²       (NaN unless every a_i > 0);
+
+    * ``eps`` given, ``draws`` None: SGLD's stationary law at step ε (per direction the mean
+      −nβg̃_i/a_i and the variance 1/(a_i (1 − εa_i/4)); NaN unless 0 < εa_i < 4);
+    * ``eps`` and ``draws`` given: the expectation of the estimator SGLD computes, chains started
+      at w* and the loss averaged over steps t = burn_in..draws − 1: per direction the mean
+      m_t = b(1 − r^t)/(1 − r) and the variance v_t = ε(1 − r^{2t})/(1 − r²), with r = 1 − εa_i/2
+      and b = −εnβg̃_i/2, so that E[L_n(w_t) − L_n(w*)] = Σ_i g̃_i m_t + ½h_i(m_t² + v_t).
+
+    Exact for a quadratic loss; for a model, a prediction whose error is the loss's Taylor
+    remainder over the region the chains visit."""
+    h = np.asarray(eigenvalues, dtype=np.float64)
+    g = np.asarray(gradient, dtype=np.float64)
+    if h.shape != g.shape or h.ndim != 1:
+        raise ValueError(f"eigenvalues and gradient must be vectors of one length; got {h.shape} and {g.shape}")
+    nbeta, gamma = float(nbeta), float(gamma)
+    a = nbeta * h + gamma
+    if eps is None:
+        if draws is not None or burn_in:
+            raise ValueError("a finite run (draws, burn_in) needs its step 'eps'")
+        if np.any(a <= 0):
+            return float("nan")
+        return float(0.5 * np.sum(nbeta * h / a) - 0.5 * nbeta ** 2 * np.sum(g ** 2 * (nbeta * h + 2 * gamma) / a ** 2))
+    eps = float(eps)
+    x = eps * a / 2                                       # r = 1 − x per direction
+    b = -eps * nbeta * g / 2
+    if draws is None:
+        if np.any((x <= 0) | (x >= 2)):
+            return float("nan")
+        mean = b / x
+        return float(nbeta * np.sum(g * mean + 0.5 * h * (mean ** 2 + eps / (x * (2 - x)))))
+    burn_in, draws = int(burn_in), int(draws)
+    T = draws - burn_in
+    if burn_in < 0 or T < 1:
+        raise ValueError(f"need 0 <= burn_in < draws; got burn_in = {burn_in}, draws = {draws}")
+    squares = lambda m: m * (m + 1) * (2 * m + 1) / 6.0          # Σ_{t ≤ m} t²
+    sum_t, sum_t2 = T * (burn_in + draws - 1) / 2.0, squares(draws - 1.0) - squares(burn_in - 1.0)
+    S1, S2 = _power_sums(x, burn_in, T)
+    zero = x == 0
+    xs = np.where(zero, 1.0, x)
+    with np.errstate(all="ignore"):
+        sum_m = np.where(zero, b * sum_t, b * (T - S1) / xs)
+        sum_m2 = np.where(zero, b ** 2 * sum_t2, b ** 2 * (T - 2 * S1 + S2) / xs ** 2)
+        flat = zero | (x == 2)                                # r² = 1: v_t = εt
+        sum_v = np.where(flat, eps * sum_t, eps * (T - S2) / np.where(flat, 1.0, x * (2 - x)))
+    return float(nbeta / T * np.sum(g * sum_m + 0.5 * h * (sum_m2 + sum_v)))
+
+
+# ---------------------------------------------------------------------------
+# The dial as one experiment: schedule, sampling, quadratic prediction, verdict
+# ---------------------------------------------------------------------------
+
+def dial_schedule(curvature: float, nbetas, gamma: float, *, step_scale: float, burn_in_relaxations: float,
+                  relaxations: float, max_steps: int = 200_000) -> dict:
+    """One step ε for every nβ, and the run's length in relaxation times.
+
+    ε = ``step_scale`` / (max nβ · ``curvature`` + γ): ε times the largest curvature of the
+    localised potential nβL_n + (γ/2)‖w − w*‖² is ``step_scale`` at the coldest temperature (and
+    less at the others), so the step resolves the stiffest direction everywhere. The flat
+    directions relax in τ = 2/(εγ) steps (:func:`relaxation_steps`); the chains discard
+    ``burn_in_relaxations``·τ steps and average the loss over the next ``relaxations``·τ. A run
+    longer than ``max_steps`` is refused before any sampling."""
+    nbetas = [float(v) for v in nbetas]
+    for name, v in (("step_scale", step_scale), ("relaxations", relaxations), ("gamma", gamma),
+                    ("curvature", curvature)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"parameter '{name}' must be a positive number; got {v!r}")
+    if not (np.isfinite(burn_in_relaxations) and burn_in_relaxations >= 0):
+        raise ValueError(f"parameter 'burn_in_relaxations' must be a number >= 0; got {burn_in_relaxations!r}")
+    eps = step_scale / (max(nbetas) * curvature + gamma)
+    tau = relaxation_steps(eps, gamma)
+    burn_in = int(math.ceil(burn_in_relaxations * tau))
+    draws = burn_in + int(math.ceil(relaxations * tau))
+    if draws > max_steps:
+        raise ValueError(f"the dial at γ = {gamma:g} needs {draws} steps (relaxation time 2/(εγ) = {tau:.0f} steps at "
+                         f"ε = {eps:.3g}, set by parameter 'step_scale' and the largest curvature {curvature:.3g}); "
+                         f"more than {max_steps}: raise 'gamma', 'step_scale' or lower 'relaxations'")
+    return {"eps": eps, "relaxation": tau, "burn_in": burn_in, "draws": draws, "step_scale": step_scale,
+            "curvature": float(curvature)}
+
+
+@dataclass
+class DialExperiment:
+    """:func:`dial_experiment`: one resolution dial (Chen & Murfet §8) with its ``schedule``
+    (:func:`dial_schedule`), the sampled ``dial``, the ``quadratic`` model of every target at w*
+    and its prediction ``predicted[b, k]`` of each target's λ̂ at the run's own ε, burn-in and
+    length, the classes ``codes[b, j]`` of :func:`resolve` at ``tolerance`` and ``z``, the bands of
+    χ*(β) (:func:`chi_star_band`) and the verdict of :func:`monotone_verdict`."""
+
+    name: str
+    gamma: float
+    beta_factors: list
+    schedule: dict
+    dial: Dial
+    quadratic: LocalQuadratic
+    predicted: np.ndarray
+    codes: np.ndarray
+    bands: list
+    verdict: str
+    tolerance: float
+    z: float
+
+    @property
+    def rank_index(self) -> int:
+        return len(self.dial.chis) - 1 if self.dial.chis[-1] == max(self.dial.chis) else self.dial.chis.index(
+            max(self.dial.chis))
+
+    def prediction_z(self) -> np.ndarray:
+        """(λ̂ − its quadratic prediction) / s.e. per (nβ, target), targets whose chains are all finite."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (np.nanmean(self.dial.per_chain, axis=-1) - self.predicted) / self.dial.llc_se
+
+    def prediction_ratio(self) -> np.ndarray:
+        """λ̂(q) / its quadratic prediction per nβ."""
+        return self.dial.llc_q / self.predicted[:, 0]
+
+    def llc_slope(self) -> float:
+        """The least-squares slope of log λ̂(q) against log nβ: 1 where λ̂ is a curvature trace
+        (linear in nβ), 0 where it is a learning coefficient (independent of nβ)."""
+        y = np.log(self.dial.llc_q)
+        ok = np.isfinite(y)
+        return float(np.polyfit(np.log(np.asarray(self.dial.nbetas))[ok], y[ok], 1)[0]) if ok.sum() >= 2 else float("nan")
+
+    def saturated(self) -> list[int]:
+        """Per temperature, the directions of q's Hessian at w* with nβh > γ: those the data, not
+        the localisation, confine (each adds about ½ to λ̂)."""
+        h = self.quadratic.eigenvalues[0]
+        return [int(np.sum(nb * h > self.gamma)) for nb in self.dial.nbetas]
+
+    def rows(self) -> list[dict]:
+        """The table of the dial: per temperature, λ̂(q) with its standard error and mixing (split
+        R̂ over chains, smallest ESS), its quadratic prediction, the most negative λ̂(q^(χ)) and
+        its cutoff, d/2, and the band of χ*(β)."""
+        d = self.quadratic.dimension
+        se = self.dial.llc_se
+        out = []
+        for b, f in enumerate(self.beta_factors):
+            chi_vals = self.dial.llc_chi[b][:-1]
+            j = int(np.nanargmin(chi_vals)) if np.isfinite(chi_vals).any() else 0
+            lo, hi = self.bands[b]
+            out.append({"nβ/nβ*": f, "λ̂(q)": self.dial.llc_q[b], "s.e.": se[b, 0],
+                        "quadratic": self.predicted[b, 0], "R̂": self.dial.rhat[b, 0],
+                        "min ESS": float(np.nanmin(self.dial.ess[b, 0])),
+                        "smallest λ̂(q^(χ))": chi_vals[j], "at χ": self.dial.chis[j], "d/2": d / 2,
+                        "χ* band": f"{lo}" if lo == hi else f"{lo}–{hi}"})
+        return out
+
+
+def dial_verdict(experiments) -> tuple[str | None, str | None]:
+    """The prediction over several dials: ("supported", None) if every dial's verdict is
+    "supported", ("contradicted", None) if any is "contradicted", else (None, the reason it
+    is undecided: the dials whose bands of χ*(β) overlap at every pair of temperatures)."""
+    verdicts = {f"{e.name}, γ = {e.gamma:g}": e.verdict for e in experiments}
+    if any(v == "contradicted" for v in verdicts.values()):
+        return "contradicted", None
+    if all(v == "supported" for v in verdicts.values()):
+        return "supported", None
+    open_ = [k for k, v in verdicts.items() if v == "inconclusive"]
+    return None, "the bands of χ*(β) overlap at every pair of temperatures for " + "; ".join(open_)
+
+
+def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta_factors, nbeta_star: float, n: int,
+                    gamma: float, step_scale: float, burn_in_relaxations: float, relaxations: float, chains: int,
+                    seed: int, tolerance: float, z: float = 2.0, snapshots: int = 0, measure: bool = True,
+                    device="auto", resume: bool = False, progress: bool = False,
+                    quadratic: LocalQuadratic | None = None) -> DialExperiment:
+    """The resolution dial at one γ, as the chapter "LLC theorems" runs it: the quadratic model of
+    every target at w* (:func:`local_quadratics`), whose largest curvature sets one step ε for
+    every temperature and the run's length in relaxation times (:func:`dial_schedule`); the
+    coupled chains (:func:`resolution_dial`, nβ = factor · ``nbeta_star``); each target's
+    λ̂ predicted from the quadratic model at the same ε, burn-in and length
+    (:func:`quadratic_llc`); and the verdict on χ*(β) at the fixed ``tolerance``
+    (:func:`resolve`, :func:`chi_star_band`, :func:`monotone_verdict`). ``quadratic``: the
+    :class:`LocalQuadratic` of the same model, cutoffs, n and seed, if already computed (another
+    dial's ``quadratic``)."""
+    chis = sorted({int(c) for c in chis})
+    factors = [float(f) for f in beta_factors]
+    if not factors or any(not (np.isfinite(f) and f > 0) for f in factors) or factors != sorted(factors):
+        raise ValueError(f"parameter 'beta_factors' must be increasing positive numbers; got {beta_factors!r}")
+    nbetas = [f * nbeta_star for f in factors]
+    rows, W = history_data(support, chis, n, seed)
+    quad = quadratic or local_quadratics(model, [(rows, W[k]) for k in range(W.shape[0])])
+    if quad.eigenvalues.shape[0] != W.shape[0]:
+        raise ValueError(f"parameter 'quadratic' holds {quad.eigenvalues.shape[0]} targets; the dial has {W.shape[0]}")
+    sched = dial_schedule(quad.curvature, nbetas, gamma, step_scale=step_scale,
+                          burn_in_relaxations=burn_in_relaxations, relaxations=relaxations)
+    dial = resolution_dial(model, support, chis=chis, nbetas=nbetas, n=n, gamma=gamma, eps=sched["eps"],
+                           chains=chains, draws=sched["draws"], burn_in=sched["burn_in"], seed=seed, device=device,
+                           snapshots=snapshots, progress=progress, resume=resume, measure=measure)
+    predicted = np.array([[quad.llc(k, nbeta=nb, gamma=gamma, eps=sched["eps"], burn_in=sched["burn_in"],
+                                    draws=sched["draws"]) for k in range(len(chis) + 1)] for nb in nbetas])
+    codes = resolve(dial.diff, tolerance, z)
+    bands = chi_star_band(codes, chis)
+    return DialExperiment(name, float(gamma), factors, sched, dial, quad, predicted, codes, bands,
+                          monotone_verdict(bands), float(tolerance), float(z))
+
+
+# ---------------------------------------------------------------------------
+# Theorems 7.3–7.4 on a dial's run, and a priori
+# ---------------------------------------------------------------------------
+
+@dataclass
+class TheoremChecks:
+    """:func:`theorem_checks`: the derived Theorems 7.3–7.4 on one dial's run (cutoffs below the rank).
+
+    ``constants`` from :func:`measure_constants`; ``hypotheses[b]`` the step-size conditions of
+    Theorem 7.3 (:func:`contraction`) at nβ_b with that M; ``one_step_violations`` the count of
+    :func:`one_step_violations`; ``separation_ratio`` the largest ‖w_t − w'_t‖ / bound over chains,
+    steps and cells with the run's constants (at most 1 by induction from the one-step inequality,
+    since δ and M are the run's maxima); ``separation_violations_lanczos`` the points above the
+    bound with the Lanczos M alone; ``llc_ratio[b, j, c]`` Theorem 7.4's bound over the measured
+    |λ̂_c(q) − λ̂_c(q^(χ_j))| per chain (NaN where a chain diverged)."""
+
+    constants: dict
+    hypotheses: list
+    one_step_violations: int
+    separation_points: int
+    separation_ratio: float
+    separation_violations_lanczos: int
+    llc_ratio: np.ndarray
+
+    @property
+    def llc_violations(self) -> int:
+        return int(np.sum(self.llc_ratio[np.isfinite(self.llc_ratio)] < 1))
+
+
+def theorem_checks(model: nn.Module, experiment: DialExperiment) -> TheoremChecks:
+    """Theorems 7.3–7.4 as derived in the module docstring, chain by chain, on ``experiment``'s run
+    (which must have kept positions and measured δ_t, s_t), with K, M, δ and ε measured where the
+    chains went (:func:`measure_constants`)."""
+    dial = experiment.dial
+    cst = measure_constants(model, dial)
+    gamma, burn_in, draws = dial.settings["gamma"], dial.settings["burn_in"], dial.settings["draws"]
+    steps = np.arange(burn_in + 1, draws + 1)
+    below = [j for j, chi in enumerate(dial.chis) if chi < max(dial.chis)]
+    hyp, ratio, points, lanczos = [], 0.0, 0, 0
+    llc_ratio = np.full((len(dial.nbetas), len(below), dial.diff.shape[-1]), np.nan)
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
+        hyp.append(contraction(eps=e, gamma=gamma, nbeta=nb, M=cst["M"]))
+        for i, j in enumerate(below):
+            for c in range(dial.diff.shape[-1]):
+                sep = dial.separation[b, j, c]
+                ok = np.isfinite(sep)
+                bound = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=cst["M"], delta=cst["delta_chain"][b, j, c])
+                only = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=cst["M_lanczos"],
+                                        delta=cst["delta_chain"][b, j, c])
+                points += int(ok.sum())
+                lanczos += int(np.sum(sep[ok] > only[ok]))
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ratio = max(ratio, float(np.nanmax(np.where(bound[ok] > 0, sep[ok] / bound[ok], 0.0), initial=0.0)))
+                measured = abs(dial.diff[b, j, c])
+                if np.isfinite(measured) and ok.all():
+                    theorem = llc_difference_bound(nbeta=nb, K=cst["K"], mean_separation=float(sep.mean()),
+                                                   eps_insensitivity=cst["eps"][b, j])
+                    llc_ratio[b, i, c] = theorem / measured if measured > 0 else np.inf
+    return TheoremChecks(cst, hyp, one_step_violations(dial), points, ratio, lanczos, llc_ratio)
+
+
+@dataclass
+class APrioriBound:
+    """:func:`a_priori_bounds`: Theorem 7.4's bound evaluated before sampling, per (nβ, χ < rank),
+    with the constants at w* of the population losses: δ_χ(w*), ε_χ(w*) (Defs 6.3–6.4,
+    :func:`lib.insensitivity.constants_all`), M_χ = ‖∇²L^(χ)(w*)‖ (Lanczos) and K = ‖∇L(w*)‖, and
+    the run's ε, γ, burn-in and length. Each constant is at most the supremum over the region
+    that the theorem assumes, so ``bound`` is at most the theorem's own: where even it exceeds
+    what a practitioner can resolve, the theorem cannot certify that q^(χ) is indistinguishable."""
+
+    chis: list
+    beta_factors: list
+    bound: np.ndarray          # (B, J)
+    contracts: np.ndarray      # (B, J): nβM_χ < γ (the bound saturates)
+    se_q: np.ndarray           # (B,): λ̂(q)'s standard error at the run's effort
+    measured: np.ndarray       # (B, J): |mean λ̂(q) − λ̂(q^(χ))|
+    tolerance: float
+
+    @property
+    def resolving(self) -> np.ndarray:
+        """Cells where the a-priori bound is within the tolerance: the theorem could certify them."""
+        return self.bound <= self.tolerance
+
+    def rows(self) -> list[dict]:
+        out = []
+        for b, f in enumerate(self.beta_factors):
+            for j, chi in enumerate(self.chis):
+                out.append({"nβ/nβ*": f, "χ": chi, "bound": self.bound[b, j], "bound / s.e.": self.bound[b, j] / self.se_q[b],
+                            "measured |Δλ̂|": self.measured[b, j], "nβM < γ": bool(self.contracts[b, j])})
+        return out
+
+
+def a_priori_bounds(model: nn.Module, support: Support, experiment: DialExperiment) -> APrioriBound:
+    """:class:`APrioriBound` for ``experiment``'s cutoffs below the rank and its run settings."""
+    from .insensitivity import constants_all
+
+    dial = experiment.dial
+    chis = [c for c in dial.chis if c < support.modes.rank]
+    gamma, burn_in, draws = dial.settings["gamma"], dial.settings["burn_in"], dial.settings["draws"]
+    steps = np.arange(burn_in + 1, draws + 1)
+    with torch_threads(1):
+        pop = {c.chi: c for c in constants_all(model, support.modes, chis)}
+        K = curvature(model, weighted_nll, population_data(support)).grad_norm
+        M = {chi: curvature(model, weighted_nll, population_data(support, chi)).spectral_norm for chi in chis}
+    B, J = len(dial.nbetas), len(chis)
+    bound, contracts = np.zeros((B, J)), np.zeros((B, J), dtype=bool)
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
+        for j, chi in enumerate(chis):
+            sep = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=M[chi], delta=pop[chi].delta)
+            bound[b, j] = llc_difference_bound(nbeta=nb, K=K, mean_separation=float(sep.mean()),
+                                               eps_insensitivity=pop[chi].eps)
+            contracts[b, j] = nb * M[chi] < gamma
+    idx = [dial.chis.index(c) for c in chis]
+    return APrioriBound(chis, list(experiment.beta_factors), bound, contracts, dial.llc_se[:, 0],
+                        np.abs(dial.mean[:, idx]), experiment.tolerance)
+
+
+# ---------------------------------------------------------------------------
 # §7.1: a transformer as a sequence of models, one per position
 # ---------------------------------------------------------------------------
 
@@ -745,6 +1235,20 @@ class PerPositionLLC:
         return [{"position": t, "rhat": float(r.diagnostics["rhat"]), "min_ess": float(np.min(r.diagnostics["ess"])),
                  "mala_acceptance": float(np.nanmean(r.diagnostics["mala_acceptance"])),
                  "divergent": len(r.diagnostics["divergent"])} for t, r in zip(self.positions, self.results)]
+
+    def rows(self) -> list[dict]:
+        """The table of the positions: λ̂_t ± s.e., L_t(w*) and the chains' mixing."""
+        return [{"t": t, "λ̂_t": lam, "s.e.": se, "L_t(w*)": init, "R̂": d["rhat"], "min ESS": d["min_ess"],
+                 "divergent": d["divergent"]}
+                for t, lam, se, init, d in zip(self.positions, self.llc, self.se, self.init_loss, self.diagnostics())]
+
+    def spread(self) -> dict:
+        """The largest minus the smallest λ̂_t, paired over chains (the positions share chains,
+        minibatches and noise): positions, mean difference, its standard error, chains."""
+        lo, hi = int(np.argmin(self.llc)), int(np.argmax(self.llc))
+        paired = self.results[hi].per_chain - self.results[lo].per_chain
+        return {"high": self.positions[hi], "low": self.positions[lo], "difference": float(np.mean(paired)),
+                "se": float(np.std(paired, ddof=1) / np.sqrt(len(paired))), "chains": len(paired)}
 
 
 def _causal_logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
