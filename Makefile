@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BOOK := $(VENV)/bin/lowrank-book
 STAMP := $(VENV)/.installed
 
-.PHONY: setup book test test-fast bench clean
+.PHONY: setup book test test-fast robust bench clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,13 @@ test: setup
 ## Unit tests only (seconds to minutes).
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+## The chapters whose verdicts rest on sampling, at five seeds; the table of each claim's verdict per seed.
+ROBUST_CHAPTERS ?= examples llc insensitivity llc_theorems logit_rank ntp
+ROBUST_SEEDS ?= 0,1,2,3,4
+robust: setup
+	$(BOOK) run $(ROBUST_CHAPTERS) --seeds $(ROBUST_SEEDS) --out _build/robust
+	$(BOOK) report --records _build/robust --markdown _build/robust/seeds.md
 
 ## The devinterp baseline venvs of bench_llc.py (.venv-devinterp2, .venv-devinterp1).
 BENCH_STAMPS := .venv-devinterp2/.installed .venv-devinterp1/.installed

@@ -17,7 +17,9 @@ allowed values, a claim whose record the chapter never writes. The runner, the r
 and the tests all read the chapters from here.
 
 Profiles: ``ci`` runs in minutes on 2 CPU cores and still decides every claim; ``paper``
-is the papers' scale (Hugging Face models and data, a GPU). A parameter whose default
+is the papers' scale (Hugging Face models and data, a GPU). A declaration's ``smoke`` presets
+say which sizes of the ``paper`` profile a smoke run (``run --profile paper --smoke``) cuts and to
+what: the paper path's own code, sources and claims, at a size a CPU runs in minutes. A parameter whose default
 is ``None`` takes the profile's preset; a value given by the reader overrides it.
 """
 from __future__ import annotations
@@ -34,9 +36,11 @@ import yaml
 from .. import REPO_ROOT
 from .claims import Check, Claim
 from .pages import is_notebook, source_path, toc_files
-from .parameters import Constraint, Param, ParameterError, ParamSpec, parameters_cell_values, suggest
+from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, named_function, named_validator,
+                         parameters_cell_values, suggest)
 
 PROFILES = ("ci", "paper")
+SMOKE = "smoke"  # a presets entry beside ci and paper: the sizes a `--profile paper --smoke` run cuts, and to what
 DECLARATION_SUFFIX = ".yml"
 CHAPTERS_DIR = "chapters"
 
@@ -79,7 +83,7 @@ def common_params() -> tuple[Param, ...]:
     return (
         Param("profile", str, "ci", "ci: minutes on 2 CPU cores; paper: the papers' scale on a GPU",
               allowed=PROFILES),
-        Param("seed", int, 0, "seed of every random choice", minimum=0),
+        Param("seed", int, 0, "seed of every random choice", minimum=0, maximum=2 ** 32 - 1),  # NumPy's legacy range
         Param("device", str, "auto", "auto takes CUDA when present", allowed=("auto", "cpu", "cuda"),
               requires=_cuda_present),
     )
@@ -94,9 +98,41 @@ def _hub_name(spec: str) -> str | None:
     return "a hub name must follow 'hf:'" if spec == "hf:" else None
 
 
+def offline() -> str | None:
+    """The variable that switches the Hugging Face hub off (``HF_HUB_OFFLINE=1`` …), or None."""
+    import os
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().upper() in ("1", "ON", "YES", "TRUE"):
+            return var
+    return None
+
+
+WORKS_OFFLINE = ("what works offline: a snapshot in the local Hugging Face cache (HF_HUB_CACHE; "
+                 "scripts/hub_standins.py writes small stand-ins of everything the paper presets name), a local "
+                 "path, or the book's offline defaults")
+
+
+def hub_snapshot(repo: str, revision: str | None = None, repo_type: str = "model") -> str | None:
+    """The local snapshot folder of a hub repo at ``revision`` (offline lookup through ``refs/``), or None."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo, revision=revision, repo_type=repo_type, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached, or no cache at all
+        return None
+
+
 def _corpus_exists(spec: str) -> str | None:
-    """Why the corpus ``spec`` cannot be read here (a local path that does not exist), or None."""
-    if spec in CORPUS_NAMES or spec.startswith("hf:") or Path(spec).expanduser().exists():
+    """Why the corpus ``spec`` cannot be read here (a local path that does not exist; a hub dataset while
+    offline with no snapshot of it in the local cache), or None."""
+    if spec.startswith("hf:"):
+        var = offline()
+        if var and hub_snapshot(spec[3:], repo_type="dataset") is None:
+            return f"{var} is set and the local Hugging Face cache holds no snapshot of dataset {spec[3:]!r}; " \
+                   + WORKS_OFFLINE
+        return None
+    if spec in CORPUS_NAMES or Path(spec).expanduser().exists():
         return None
     return f"no such file or folder: {str(Path(spec).expanduser().resolve())!r}"
 
@@ -113,8 +149,14 @@ def _tokenizer_syntax(spec: str) -> str | None:
 
 
 def _tokenizer_exists(spec: str) -> str | None:
-    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist), or None."""
-    if spec == "byte" or spec.startswith(("bpe:", "hf:")) or Path(spec).expanduser().is_dir():
+    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist; a hub tokenizer
+    while offline and not in the local cache), or None."""
+    if spec.startswith("hf:"):
+        name, var = spec[3:], offline()
+        if var and not Path(name).expanduser().is_dir() and hub_snapshot(name) is None:
+            return f"{var} is set and the local Hugging Face cache holds no snapshot of {name!r}; " + WORKS_OFFLINE
+        return None
+    if spec == "byte" or spec.startswith("bpe:") or Path(spec).expanduser().is_dir():
         return None
     return f"not 'byte', 'bpe:...' or 'hf:...', and no such folder: {str(Path(spec).expanduser().resolve())!r}"
 
@@ -150,8 +192,12 @@ def text_params() -> tuple[Param, ...]:
 PARAMETER_GROUPS = {"corpus": corpus_params, "text": text_params}
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list}
-_PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items"}
-_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims"}
+_PARAM_KEYS = {"type", "help", "allowed", "min", "max", "items", "length", "min_length", "max_length", "unique",
+               "increasing", "validate", "requires"}
+_SHAPE_KEYS = _PARAM_KEYS - {"help", "validate", "requires"}
+_DECLARATION_KEYS = {"budget_ci_s", "parameter_groups", "parameters", "constraints", "presets", "claims", "reference",
+                     "costs"}
+_TOLERANCE_KEYS = {"rtol", "roundoff", "se_k", "timing", "compare", "reason"}
 _CONSTRAINT_KEYS = {"parameter", "check", "help"}
 _CLAIM_KEYS = {"id", "statement", "source", "record", "check", "paper", "kind"}
 
@@ -172,6 +218,9 @@ class Chapter:
     presets: dict[str, dict[str, Any]]
     claims: tuple[Claim, ...]
     constraints: tuple[Constraint, ...] = ()
+    reference_values: tuple = ()   # ((record pattern, lib.book.reference.Tolerance), ...): the declaration's overrides
+    reference_figures: tuple = ()  # ((figure pattern, RMS tolerance), ...)
+    costs: Any = None  # values -> [lib.book.costs.HeavyStep]: the declaration's `costs: lib.module:function`
 
     @property
     def spec(self) -> ParamSpec:
@@ -228,13 +277,42 @@ def _param_from_declaration(name: str, spec: Any, default: Any, where: str) -> P
     if spec["type"] not in _TYPES:
         raise ChapterDeclarationError(f"{where}: parameter {name!r} has type {spec['type']!r}; "
                                       f"allowed: {', '.join(_TYPES)}")
+    items = spec.get("items")
+    list_keys = {"length", "min_length", "max_length", "unique", "increasing"} & set(spec)
+    if (list_keys or isinstance(items, dict)) and spec["type"] != "list":
+        raise ChapterDeclarationError(f"{where}: parameter {name!r}: {sorted(list_keys) or ['items']} apply to a list")
+    try:
+        shape = _shape_from_declaration({k: v for k, v in spec.items() if k in _SHAPE_KEYS}, f"parameter {name!r}") \
+            if (list_keys or isinstance(items, dict)) else None
+        validate = named_validator(spec["validate"]) if "validate" in spec else None
+        requires = named_validator(spec["requires"]) if "requires" in spec else None
+    except ValueError as err:
+        raise ChapterDeclarationError(f"{where}: {err}") from None
     param = Param(name, _TYPES[spec["type"]], default, spec.get("help", ""),
                   allowed=tuple(spec["allowed"]) if "allowed" in spec else None,
                   minimum=spec.get("min"), maximum=spec.get("max"), allow_none=default is None,
-                  item_allowed=tuple(spec["items"]) if "items" in spec else None)
+                  item_allowed=tuple(items) if isinstance(items, list) else None, shape=shape, validate=validate,
+                  requires=requires)
     if default is not None:
         _checked(param, default, f"{where}: the parameters cell's default of")
     return param
+
+
+def _shape_from_declaration(spec: Any, where: str) -> Shape:
+    """A :class:`~lib.book.parameters.Shape` from a declaration's mapping (``items`` may nest one)."""
+    if not isinstance(spec, dict) or "type" not in spec or set(spec) - _SHAPE_KEYS or spec["type"] not in _TYPES:
+        raise ValueError(f"{where}: a shape is a mapping with 'type' ({', '.join(_TYPES)}) and keys from "
+                         f"{sorted(_SHAPE_KEYS)}; got {spec!r}")
+    items = spec.get("items")
+    for key in ("length", "min_length", "max_length"):
+        if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], int) or spec[key] < 0):
+            raise ValueError(f"{where}: {key} is an integer >= 0; got {spec[key]!r}")
+    return Shape(_TYPES[spec["type"]], minimum=spec.get("min"), maximum=spec.get("max"),
+                 allowed=tuple(spec["allowed"]) if "allowed" in spec else None,
+                 length=spec.get("length"), min_length=spec.get("min_length"), max_length=spec.get("max_length"),
+                 unique=bool(spec.get("unique", False)), increasing=bool(spec.get("increasing", False)),
+                 items=(_shape_from_declaration(items, where + " items") if isinstance(items, dict) else
+                        Shape(str, allowed=tuple(items)) if isinstance(items, list) else None))
 
 
 def _checked(param: Param, value: Any, context: str) -> Any:
@@ -275,6 +353,38 @@ def _claim_from_declaration(chapter_id: str, spec: Any, where: str) -> Claim:
                      spec.get("paper"), spec.get("kind", "must_hold"))
     except ValueError as err:
         raise ChapterDeclarationError(f"{where}: claim {spec['id']!r}: {err}") from None
+
+
+def _reference_from_declaration(spec: Any, where: str) -> tuple[tuple, tuple]:
+    """The declaration's ``reference:`` overrides of :mod:`lib.book.reference`'s tolerances, each with its reason."""
+    from .reference import Tolerance
+
+    if spec is None:
+        return (), ()
+    if not isinstance(spec, dict) or set(spec) - {"values", "figures"}:
+        raise ChapterDeclarationError(f"{where}: reference: takes 'values' and 'figures' mappings; got {spec!r}")
+    values, figures = [], []
+    for pattern, tol in (spec.get("values") or {}).items():
+        if not isinstance(tol, dict) or set(tol) - _TOLERANCE_KEYS or not str(tol.get("reason", "")).strip():
+            raise ChapterDeclarationError(f"{where}: reference.values.{pattern}: a mapping of {sorted(_TOLERANCE_KEYS)} "
+                                          f"with a 'reason'; got {tol!r}")
+        numbers = {k: tol[k] for k in ("rtol", "roundoff", "se_k") if k in tol}
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 for v in numbers.values()):
+            raise ChapterDeclarationError(f"{where}: reference.values.{pattern}: tolerances are numbers >= 0; got {tol!r}")
+        values.append((str(pattern), Tolerance(**{k: float(v) for k, v in numbers.items()},
+                                               timing=bool(tol.get("timing", False)),
+                                               compare=bool(tol.get("compare", True)), reason=str(tol["reason"]))))
+    for pattern, tol in (spec.get("figures") or {}).items():
+        rms = tol.get("rms") if isinstance(tol, dict) else None
+        timing = isinstance(tol, dict) and tol.get("timing") is True and "rms" not in tol
+        if not isinstance(tol, dict) or set(tol) - {"rms", "timing", "reason"} or not str(tol.get("reason", "")).strip() \
+                or ("timing" in tol and "rms" in tol) \
+                or not (timing or (not isinstance(rms, bool) and isinstance(rms, (int, float)) and rms >= 0)):
+            raise ChapterDeclarationError(f"{where}: reference.figures.{pattern}: a mapping with 'rms' (>= 0), or "
+                                          f"'timing: true' (a figure of wall times: never compared), and a 'reason'; "
+                                          f"got {tol!r}")
+        figures.append((str(pattern), None if timing else float(rms)))
+    return tuple(values), tuple(figures)
 
 
 def read_notebook(notebook_path: Path):
@@ -357,9 +467,9 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
 
     presets = decl.get("presets") or {}
     for profile, preset in presets.items():
-        if profile not in PROFILES:
+        if profile not in PROFILES + (SMOKE,):
             raise ChapterDeclarationError(f"{where}: unknown profile {profile!r} in presets; profiles: "
-                                          f"{', '.join(PROFILES)}")
+                                          f"{', '.join(PROFILES)}, and {SMOKE!r} (the paper profile cut to CPU size)")
         for name, value in (preset or {}).items():
             if name not in by_name:
                 raise ChapterDeclarationError(f"{where}: preset {profile}.{name} names no parameter; parameters: "
@@ -373,13 +483,25 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
 
     constraints = tuple(_constraint_from_declaration(spec, by_name, where) for spec in decl.get("constraints") or [])
     claims = tuple(_claim_from_declaration(chapter_id, spec, where) for spec in decl.get("claims") or [])
+    reference_values, reference_figures = _reference_from_declaration(decl.get("reference"), where)
+    try:
+        costs = named_function(decl["costs"], "costs") if "costs" in decl else None
+    except ValueError as err:
+        raise ChapterDeclarationError(f"{where}: {err}") from None
     chapter = Chapter(chapter_id, str(notebook_path.relative_to(root)), where, _title(notebook_path), budget,
-                      tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims, constraints)
+                      tuple(params), {k: dict(v or {}) for k, v in presets.items()}, claims, constraints,
+                      reference_values, reference_figures, costs)
     for profile in PROFILES:  # every profile's presets must satisfy the constraints
         try:
             chapter.resolve({"profile": profile})
         except ParameterError as err:
             raise ChapterDeclarationError(f"{where}: the {profile!r} presets break a constraint: {err}") from None
+    if SMOKE in chapter.presets:
+        try:
+            chapter.resolve({"profile": "paper", **chapter.presets[SMOKE]})
+        except ParameterError as err:
+            raise ChapterDeclarationError(f"{where}: the paper presets with the {SMOKE!r} cuts break a constraint: "
+                                          f"{err}") from None
     return chapter
 
 
@@ -457,6 +579,22 @@ def claim_sections(chapter: Chapter) -> dict[str, tuple[str, str]]:
                 if claim_id not in found and (name == literal if pattern is None else pattern.fullmatch(name)):
                     found[claim_id] = (section, slug)
     return found
+
+
+def record_section(chapter: Chapter, record_name: str) -> str | None:
+    """The title of the section (heading levels 1-3) whose code records ``record_name`` first, or None."""
+    section = chapter.title
+    for cell in read_notebook(REPO_ROOT / chapter.path).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                match = HEADING.match(line)
+                if match:
+                    section = match.group(2)
+        elif cell.cell_type == "code":
+            for _node, literal, pattern in _record_calls(cell.source):
+                if (literal == record_name) if pattern is None else pattern.fullmatch(record_name):
+                    return section
+    return None
 
 
 def _record_calls(cell_source: str):

@@ -32,6 +32,7 @@ from typing import Any
 KINDS = ("must_hold", "consistency", "finding")
 REPRODUCES, NOT_REPRODUCED = "reproduces", "does not reproduce here"
 UNDECIDED = "undecided at these settings"
+INCOMPLETE = "incomplete"  # the chapter's run stopped before its end: none of its claims counts
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,10 @@ class Result:
     @property
     def ok(self) -> bool:
         """Whether this result lets the tests pass. A finding's verdict never fails them; an invalid value does.
-        An undecided claim is not a failure (whether a run must decide it is the caller's rule)."""
+        An undecided claim is not a failure (whether a run must decide it is the caller's rule); a claim of
+        an incomplete run never passes."""
+        if self.status == INCOMPLETE:
+            return False
         if self.status == UNDECIDED:
             return True
         if self.claim.kind == "finding":
@@ -179,13 +183,16 @@ def evaluate(claim: Claim, records: dict[str, Any] | None) -> Result:
     """Decide ``claim`` from a chapter's record JSON (None: chapter not run).
 
     A chapter that ran without writing the claim's record gives ``not run`` for a claim that
-    must hold and ``invalid`` for a finding; neither lets the tests pass. A record marked
+    must hold and ``invalid`` for a finding; neither lets the tests pass. A record whose run did not
+    end (``meta.incomplete``) gives ``incomplete`` for every claim. A record marked
     undecided gives ``undecided at these settings`` with the recorded reason, whatever its value.
     """
     if records is None:
         return Result(claim, None, "not run")
     entry = records.get("values", {}).get(claim.record)
     value = None if entry is None else entry["value"]
+    if records.get("meta", {}).get("incomplete"):
+        return Result(claim, value, INCOMPLETE, records["meta"]["incomplete"])
     if entry is not None and entry.get("undecided"):
         return Result(claim, value, UNDECIDED, entry["undecided"])
     if claim.kind == "finding":

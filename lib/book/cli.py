@@ -5,6 +5,12 @@
     lowrank-book run intro -p model_sizes "['p-tiny']" --out /tmp/myrun
     lowrank-book run --all --profile ci --build        # what `make book` does
     lowrank-book report --records /tmp/myrun/records   # every claim's verdict from a records folder
+    lowrank-book run llc --seeds 0,1,2,3,4 --out /tmp/s # one run (and record) per seed
+    lowrank-book report --records /tmp/s               # each claim's verdict per seed and its stability
+    lowrank-book diff                                  # every value and figure against reference/ci/
+    lowrank-book diff --accept                         # a full ci run becomes the published reference
+    lowrank-book plan logit_rank --profile paper       # heavy steps: memory, arithmetic, time on this device
+    lowrank-book run --all --profile paper --smoke     # the paper path at CPU sizes (stand-ins for the hub)
     lowrank-book build                                 # render the executed chapters to HTML
     lowrank-book check                                 # do toc, notebooks and declarations agree?
 
@@ -24,9 +30,11 @@ from .parameters import ParameterError, parse_cli_value
 
 PROG = "lowrank-book"
 # exit status: 1 a chapter failed while running; 2 a bad command line (argparse's status too), a name or value
-# refused before any work; 3 (with --strict) a claim did not pass
+# refused before any work; 3 (with --strict) a claim did not pass; 4 (diff) a value or figure differs
 USAGE = 2
 CLAIMS_FAILED = 3
+DIFFERS = 4
+INTERRUPTED = 130  # Ctrl-C: the shell's status for SIGINT
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -38,13 +46,33 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     commands.add_parser("build", help="build the HTML book from the executed chapters")
     report = commands.add_parser("report", help="every claim's verdict, decided from a folder of chapter records")
     report.add_argument("--records", type=Path, help="records folder (a `run --out DIR` writes DIR/records; "
+                                                     "a `run --seeds` folder gives each seed's verdict; "
                                                      "default: _build/records)")
+    report.add_argument("--markdown", type=Path, help="also write the seeds table (Markdown) to this file")
+    plan = commands.add_parser("plan", help="each heavy step's memory and arithmetic, and the time on this device, "
+                                            "before a run")
+    plan.add_argument("chapters", nargs="*", help="chapter ids or source paths")
+    plan.add_argument("--all", action="store_true", help="every chapter of _toc.yml")
+    plan.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                      help="set a parameter, as for run")
+    plan.add_argument("--profile", help="shorthand for -p profile VALUE")
+    plan.add_argument("--smoke", action="store_true", help="with --profile paper: the smoke sizes")
+    plan.add_argument("--gpu", nargs=2, type=float, metavar=("MEMORY_GB", "TFLOPS"),
+                      help="plan for a GPU of this memory and throughput instead of this machine")
+    diff = commands.add_parser("diff", help="compare every recorded value and figure with the published reference")
+    diff.add_argument("--records", type=Path, help="this run's records folder (default: _build/records)")
+    diff.add_argument("--reference", type=Path, help="the reference folder (default: reference/ci)")
+    diff.add_argument("--accept", action="store_true", help="make this (full, finished) run the reference instead")
     run = commands.add_parser("run", help="check parameters, execute chapters, decide their claims")
     run.add_argument("chapters", nargs="*", help="chapter ids or source paths")
     run.add_argument("--all", action="store_true", help="every chapter of _toc.yml, in reading order")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="set a parameter (a Python literal, else a string); repeatable")
     run.add_argument("--profile", help="shorthand for -p profile VALUE")
+    run.add_argument("--smoke", action="store_true", help="with --profile paper: the paper path at the sizes "
+                                                          "each chapter's `smoke` presets cut it to (minutes on a CPU)")
+    run.add_argument("--seeds", help="comma-separated seeds (e.g. 0,1,2,3,4): one run and record per seed, in "
+                                     "OUT/seed-<k>/ (OUT: --out, default _build/seeds)")
     run.add_argument("--out", type=Path, help="write executed notebooks and records here instead of _build/")
     run.add_argument("--timeout", type=int, help="per-cell timeout in seconds")
     run.add_argument("--build", action="store_true", help="build the HTML book afterwards")
@@ -63,8 +91,21 @@ def _list() -> None:
             print(f"    preset {profile}: {preset}")
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2`` as a list of distinct integers >= 0 (ParameterError naming the flag otherwise)."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise ParameterError(f"--seeds: allowed values are comma-separated integers >= 0 such as 0,1,2,3,4; got {text!r}")
+    seeds = [int(p) for p in parts]
+    if len(set(seeds)) != len(seeds):
+        raise ParameterError(f"--seeds: each seed once; got {text!r}")
+    return seeds
+
+
 def _run(args: argparse.Namespace) -> int:
-    from .runner import execute, plan
+    from .pages import BUILD_DIR
+    from .report import SEED_FOLDER
+    from .runner import ChapterInterrupted, execute, plan
 
     given = {name: parse_cli_value(value) for name, value in args.parameter}
     if args.profile is not None:
@@ -73,25 +114,52 @@ def _run(args: argparse.Namespace) -> int:
         print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
         return USAGE
     try:
-        plans = plan(args.chapters, given, every=args.all)
+        if args.timeout is not None and args.timeout <= 0:
+            raise ParameterError(f"--timeout: allowed values are seconds > 0 (a per-cell limit); got {args.timeout}")
+        if args.out is not None and args.out.exists() and not args.out.is_dir():
+            raise ParameterError(f"--out: allowed values are a folder (existing or new); {str(args.out)!r} is a file")
+        seeds = None
+        if args.seeds is not None:
+            seeds = parse_seeds(args.seeds)
+            if "seed" in given:
+                raise ParameterError("--seeds and -p seed: give the seeds once (--seeds 0,1,2 runs each)")
+            if args.build:
+                raise ParameterError("--seeds and --build: the book is built from one run, not from several seeds")
+        if args.smoke and given.get("profile") != "paper":
+            raise ParameterError(f"--smoke runs the paper profile's code path at small sizes: give --profile paper "
+                                 f"(got profile {given.get('profile', 'ci')!r})")
+        plans = plan(args.chapters, {**given, **({"seed": seeds[0]} if seeds else {})}, every=args.all,
+                     smoke=args.smoke)
     except (ParameterError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return USAGE
 
+    runs = [(None, args.out)] if seeds is None else \
+        [(seed, (args.out or BUILD_DIR / "seeds") / SEED_FOLDER.format(seed=seed)) for seed in seeds]
     verdicts = []
-    for chapter, mine in plans:
-        print(f"[run] {chapter.id}: executing {chapter.path} with {mine or 'default parameters'}", flush=True)
-        try:
-            run = execute(chapter, mine, out_dir=args.out, timeout=args.timeout, verbose=args.verbose)
-        except Exception as err:  # papermill's execution error carries the failing cell's traceback
-            print(f"error: {chapter.id} failed: {err.__class__.__name__}: {str(err)[-3000:]}", file=sys.stderr)
-            return 1
-        status = "within" if run.wall_s <= chapter.budget_ci_s else "OVER"
-        budget = f" ({status} the ci budget of {chapter.budget_ci_s} s)" if run.records["meta"]["profile"] == "ci" else ""
-        print(f"[run] {chapter.id}: done in {run.wall_s:.1f} s{budget}; notebook {run.notebook}", flush=True)
-        for r in run.results:
-            print(f"    [{r.status}] {r.claim.id}: {r.value!r} ({r.claim.check.describe()})")
-        verdicts.extend(run.results)
+    for seed, out in runs:
+        for chapter, mine in plans:
+            if seed is not None:
+                mine = {**mine, "seed": seed}
+            print(f"[run] {chapter.id}: executing {chapter.path} with {mine or 'default parameters'}", flush=True)
+            try:
+                run = execute(chapter, mine, out_dir=out, timeout=args.timeout, verbose=args.verbose,
+                              smoke=args.smoke)
+            except ChapterInterrupted as err:
+                print(f"[run] {err}", file=sys.stderr, flush=True)
+                return INTERRUPTED
+            except Exception as err:  # papermill's execution error carries the failing cell's traceback
+                print(f"error: {chapter.id} failed: {err.__class__.__name__}: {str(err)[-3000:]}", file=sys.stderr)
+                return 1
+            status = "within" if run.wall_s <= chapter.budget_ci_s else "OVER"
+            budget = f" ({status} the ci budget of {chapter.budget_ci_s} s)" if run.records["meta"]["profile"] == "ci" else ""
+            print(f"[run] {chapter.id}: done in {run.wall_s:.1f} s{budget}; notebook {run.notebook}", flush=True)
+            for r in run.results:
+                print("    " + _verdict_line(r))
+            verdicts.extend(run.results)
+    if seeds is not None:
+        print(f"[run] records of each seed in {(args.out or BUILD_DIR / 'seeds')}/seed-<k>/records; "
+              f"`lowrank-book report --records {args.out or BUILD_DIR / 'seeds'}` shows each claim per seed")
     if args.build and _build() != 0:
         return 1
     bad = [r for r in verdicts if not r.ok]
@@ -102,20 +170,121 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(records: Path | None) -> int:
-    from .report import collect, counts
+def _verdict_line(r) -> str:
+    why = f" ({r.reason})" if r.reason else f" ({r.claim.check.describe()})"
+    return f"[{r.status}] {r.claim.id} ({r.claim.kind}): {r.value!r}{why}"
+
+
+def _report(records: Path | None, markdown: Path | None = None) -> int:
+    from .report import collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table, stability
 
     try:
+        if records is not None and seed_folders(records):
+            per_seed = collect_seeds(records)
+            rows = seeds_table(per_seed)
+            for row in rows:
+                print(f"[{row['stability']}] {row['claim']} ({row['kind']}): "
+                      + "; ".join(f"{k}: {v}" for k, v in row.items() if k.startswith("seed ")))
+            unstable = [r["claim"] for r in rows if not r["stable"]]
+            print(f"{len(rows)} claims at seeds {', '.join(map(str, per_seed))}: "
+                  f"{len(rows) - len(unstable)} with one verdict at every seed"
+                  + (f"; the verdict changes between seeds for {', '.join(unstable)}" if unstable else ""))
+            if markdown:
+                Path(markdown).write_text(seeds_markdown(rows) + "\n")
+                print(f"[report] the seeds table is in {markdown}")
+            return 0
+        if markdown:
+            raise FileNotFoundError("--markdown writes the seeds table of a `run --seeds` folder; "
+                                    f"{str(records)!r} holds no seed-<k> folders")
         results, _ = collect(records)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return USAGE
-    for r in results:
-        print(f"[{r.status}] {r.claim.id} ({r.claim.kind}): {r.value!r} ({r.claim.check.describe()})")
-    summary = "; ".join(f"{kind}: " + ", ".join(f"{n} {v}" for v, n in by.items())
-                        for kind, by in counts(results).items())
-    print(f"{len(results)} claims ({summary})")
+    ran = [r for r in results if r.status != "not run" or _chapter_ran(r, results)]
+    for r in ran:
+        print(_verdict_line(r))
+    idle = sorted({r.claim.chapter for r in results} - {r.claim.chapter for r in ran})
+    if idle:
+        n_idle = sum(r.claim.chapter in idle for r in results)
+        print(f"not run: {n_idle} claims of {len(idle)} chapters ({', '.join(idle)})")
+    summary = "; ".join(f"{kind}: " + ", ".join(f"{n} {v}" for v, n in by.items() if n)
+                        for kind, by in counts(ran).items() if any(by.values()))
+    print(f"{len(ran)} claims of the chapters that ran ({summary or 'none'})")
     return 0
+
+
+def _chapter_ran(result, results) -> bool:
+    """Whether the claim's chapter wrote a record (some claim of it was decided or is undecided)."""
+    return any(r.claim.chapter == result.claim.chapter and r.status != "not run" for r in results)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .chapters import SMOKE
+    from .costs import heavy_steps, named_gpu, plan_lines, this_device
+    from .runner import book_chapters, find_chapter
+
+    given = {name: parse_cli_value(value) for name, value in args.parameter}
+    if args.profile is not None:
+        given["profile"] = args.profile
+    if not args.chapters and not args.all:
+        print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
+        return USAGE
+    try:
+        if args.smoke and given.get("profile") != "paper":
+            raise ParameterError("--smoke plans the paper profile at small sizes: give --profile paper")
+        if args.gpu and (args.gpu[0] <= 0 or args.gpu[1] <= 0):
+            raise ParameterError(f"--gpu: allowed values are a memory in GB > 0 and a throughput in TFLOP/s > 0; "
+                                 f"got {args.gpu[0]:g} {args.gpu[1]:g}")
+        selected = book_chapters() if args.all else [find_chapter(ref) for ref in args.chapters]
+        planned = []
+        for chapter in selected:
+            mine = {k: v for k, v in given.items() if k in chapter.spec.names} if args.all else dict(given)
+            if args.smoke:
+                mine = {**chapter.presets.get(SMOKE, {}), **mine}
+            planned.append((chapter, chapter.resolve(mine)))  # no preflight: plan for a device this machine lacks
+        if args.gpu:
+            device = named_gpu(*args.gpu)
+        else:
+            wants_cuda = any(values["device"] == "cuda" for _, values in planned)
+            import torch
+
+            if wants_cuda and not torch.cuda.is_available():
+                raise ParameterError("-p device cuda: this machine has no GPU; plan for one with --gpu MEMORY_GB TFLOPS")
+            device = this_device(planned[0][1]["device"] if planned else "auto")
+    except (ParameterError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return USAGE
+    for chapter, values in planned:
+        for line in plan_lines(chapter.id, heavy_steps(chapter, values), device):
+            print(line)
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .chapters import chapters as book_chapters
+    from .records import records_dir
+    from .reference import REFERENCE_DIR, ReferenceError, accept, compare
+
+    records = args.records or records_dir()
+    reference = args.reference or REFERENCE_DIR
+    try:
+        if args.accept:
+            written = accept(records, reference, chapters_expected=list(book_chapters()))
+            print(f"[diff] the reference in {reference} now holds the records and figures of {len(written)} "
+                  f"chapters from {records}; commit it to publish")
+            return 0
+        comparison = compare(records, reference)
+    except ReferenceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return USAGE
+    for d in comparison.parameters:
+        print(f"{d.chapter}: this run's {d.what} is {d.run!r}; the reference's is {d.reference!r} (still compared)")
+    for d in comparison.differences:
+        print(d.line())
+    if comparison.not_run:
+        print(f"not in this run (not compared): {', '.join(comparison.not_run)}")
+    print(comparison.summary())
+    return 0 if comparison.ok else DIFFERS
 
 
 def _build() -> int:
@@ -129,6 +298,14 @@ def _build() -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    try:
+        return _main(argv, prog)
+    except KeyboardInterrupt:  # between chapters, or while building: one line, no traceback
+        print(f"[{prog}] interrupted", file=sys.stderr, flush=True)
+        return INTERRUPTED
+
+
+def _main(argv: list[str] | None, prog: str) -> int:
     args = _parser(prog).parse_args(argv)
     try:
         book = chapters()  # every command needs a book whose parts agree
@@ -145,7 +322,11 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.command == "build":
         return _build()
     if args.command == "report":
-        return _report(args.records)
+        return _report(args.records, args.markdown)
+    if args.command == "diff":
+        return _diff(args)
+    if args.command == "plan":
+        return _plan(args)
     return _run(args)
 
 

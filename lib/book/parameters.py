@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -29,6 +31,82 @@ class ParameterError(ValueError):
 
 
 _TYPE_NAMES = {int: "int", float: "float", str: "str", bool: "bool", list: "list"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a value (a parameter, or an item of a list parameter) may be: its type, bounds, allowed
+    values and, for a list, its length, whether its items are distinct or increasing, and the shape of
+    its items (nested to any depth). Declared in a chapter's yml, e.g. ``rrr_cases`` as
+    ``{type: list, min_length: 1, items: {type: list, length: 4, items: {type: int, min: 0}}}``.
+    """
+
+    type: type
+    minimum: float | None = None
+    maximum: float | None = None
+    allowed: tuple | None = None
+    length: int | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    unique: bool = False
+    increasing: bool = False
+    items: "Shape | None" = None
+
+    def describe(self) -> str:
+        if self.allowed is not None:
+            return "one of " + ", ".join(repr(a) for a in self.allowed)
+        text = _TYPE_NAMES.get(self.type, self.type.__name__)
+        bounds = [f">= {self.minimum:g}" if self.minimum is not None else "",
+                  f"<= {self.maximum:g}" if self.maximum is not None else ""]
+        text += "".join(" " + b for b in bounds if b)
+        if self.type is not list:
+            return text
+        def items(n: int) -> str:
+            return f"{n} item" + ("" if n == 1 else "s")
+
+        sizes = ([items(self.length)] if self.length is not None else []) + \
+                ([f"at least {items(self.min_length)}"] if self.min_length is not None else []) + \
+                ([f"at most {items(self.max_length)}"] if self.max_length is not None else [])
+        words = (["distinct"] if self.unique else []) + (["increasing"] if self.increasing else [])
+        extra = ", ".join(sizes + words)
+        of = f" of {self.items.describe()}" if self.items is not None else ""
+        return "list" + (f" ({extra})" if extra else "") + of
+
+    def problem(self, value: Any, where: str = "") -> str | None:
+        """Why ``value`` does not have this shape (naming the item, e.g. ``item [2][0]``), or None."""
+        at = f"item {where}: " if where else ""
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if self.type is list and isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, self.type) or (self.type in (int, float) and isinstance(value, bool)):
+            return f"{at}{value!r} is not {_TYPE_NAMES.get(self.type, self.type.__name__)}"
+        if self.type is float and not math.isfinite(value):
+            return f"{at}{value!r} is not a finite number"
+        if self.allowed is not None and value not in self.allowed:
+            return f"{at}{value!r} is not one of " + ", ".join(repr(a) for a in self.allowed)
+        if self.minimum is not None and value < self.minimum:
+            return f"{at}{value!r} is below {self.minimum:g}"
+        if self.maximum is not None and value > self.maximum:
+            return f"{at}{value!r} is above {self.maximum:g}"
+        if self.type is not list:
+            return None
+        n = len(value)
+        if self.length is not None and n != self.length:
+            return f"{at}{n} items, not {self.length}"
+        if self.min_length is not None and n < self.min_length:
+            return f"{at}{n} items, fewer than {self.min_length}"
+        if self.max_length is not None and n > self.max_length:
+            return f"{at}{n} items, more than {self.max_length}"
+        if self.items is not None:
+            for i, item in enumerate(value):
+                if (why := self.items.problem(item, f"{where}[{i}]")) is not None:
+                    return why
+        if self.unique and len({repr(v) for v in value}) != n:
+            return f"{at}the items repeat"
+        if self.increasing and any(not a < b for a, b in zip(value, value[1:])):
+            return f"{at}the items are not increasing"
+        return None
 
 
 @dataclass(frozen=True)
@@ -53,6 +131,7 @@ class Param:
     maximum: float | None = None
     allow_none: bool = False
     item_allowed: tuple | None = None
+    shape: Shape | None = None  # a list's length and the shape of its items (see Shape)
     forms: str | None = None
     validate: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
     requires: Callable[[Any], str | None] | None = field(default=None, compare=False, repr=False)
@@ -68,6 +147,8 @@ class Param:
             parts.append(f"<= {self.maximum}")
         if self.item_allowed is not None:
             parts.append("items from " + ", ".join(repr(a) for a in self.item_allowed))
+        if self.shape is not None:
+            parts = [self.shape.describe()]
         if self.allow_none:
             parts.append("or None (the profile's preset)")
         return " ".join(parts)
@@ -94,6 +175,8 @@ class Param:
         if self.item_allowed is not None and any(item not in self.item_allowed for item in value):
             self._fail(value, suggest(next(i for i in value if i not in self.item_allowed), self.item_allowed)
                        if all(isinstance(i, str) for i in self.item_allowed) else "")
+        if self.shape is not None and (reason := self.shape.problem(value)) is not None:
+            self._fail(value, f": {reason}")
         if self.validate is not None and (reason := self.validate(value)):
             self._fail(value, f": {reason}")
         return value
@@ -114,17 +197,20 @@ class Param:
 
 _SAFE_NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Load, ast.Constant,
                ast.Call, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult, ast.Div,
-               ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-_SAFE_FUNCTIONS = {"len": len, "min": min, "max": max, "abs": abs, "sum": sum}
+               ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
+               ast.Subscript, ast.Slice, ast.List, ast.Tuple, ast.IfExp)
+_SAFE_FUNCTIONS = {"len": len, "min": min, "max": max, "abs": abs, "sum": sum, "sorted": sorted, "set": set,
+                   "all": all, "any": any}
 
 
 @dataclass(frozen=True)
 class Constraint:
     """A rule over several parameters, checked once presets are filled in.
 
-    ``check`` is a Python expression over parameter names (arithmetic, comparisons,
-    ``and``/``or``/``not``, ``len``/``min``/``max``/``abs``/``sum``), e.g.
-    ``alphabet_size ** (2 * block_length) <= 2 ** 20``; ``parameter`` is the one a
+    ``check`` is a Python expression over parameter names (arithmetic, comparisons, ``in``,
+    ``and``/``or``/``not``, indexing, ``len``/``min``/``max``/``abs``/``sum``/``sorted``/``set``/
+    ``all``/``any``), e.g. ``alphabet_size ** (2 * block_length) <= 2 ** 20``, ``compare_rank in ranks``
+    or ``burn_in < draws``; ``parameter`` is the one a
     violation is reported against; ``help`` says why the rule exists.
     """
 
@@ -196,6 +282,30 @@ class ParamSpec:
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}
+
+
+def named_function(spec: str, role: str = "validate") -> Callable[..., Any]:
+    """The library function a declaration names as ``lib.module:function`` (for ``role``), imported when
+    first called, so that reading a declaration stays cheap; a name that does not resolve fails there,
+    with the name."""
+    module, _, name = str(spec).partition(":")
+    if not (module.startswith("lib.") and name.isidentifier()):
+        raise ValueError(f"{role} names a function as 'lib.module:function'; got {spec!r}")
+
+    def call(*args: Any) -> Any:
+        function = getattr(importlib.import_module(module), name, None)
+        if not callable(function):
+            raise ValueError(f"{role}: {spec!r} is not a function")
+        return function(*args)
+
+    call.__qualname__ = str(spec)
+    return call
+
+
+def named_validator(spec: str) -> Callable[[Any], str | None]:
+    """The function a declaration names as ``validate: lib.module:function``: given a value, it returns
+    why the value is malformed (a sentence) or None."""
+    return named_function(spec, "validate")
 
 
 def integer_at_least(name: str, value, minimum: int = 1, error: type[Exception] = ValueError) -> int:

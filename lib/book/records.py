@@ -22,6 +22,8 @@ import numpy as np
 from .. import REPO_ROOT
 
 RECORDS_ENV = "BOOK_RECORDS_DIR"
+RUNNER_ENV = "BOOK_RUNNER"  # set to "1" by lib.book.runner: its kernels' records start marked incomplete
+RUNNING = "running: the runner marks the record finished when the chapter ends"
 
 _state: dict[str, Any] = {"chapter": None, "values": {}, "meta": {}}
 
@@ -75,8 +77,14 @@ def _write() -> None:
 
 
 def start(chapter: str, meta: dict[str, Any]) -> None:
-    """Begin a fresh record for ``chapter`` (called by :func:`lib.book.setup`)."""
+    """Begin a fresh record for ``chapter`` (called by :func:`lib.book.setup`).
+
+    Under the runner the record is marked ``incomplete`` until the chapter has run to its end
+    (the runner then removes the mark and adds ``finished``), so an interrupted or failed run's
+    record is never read as a result."""
     _state.update(chapter=chapter, values={}, meta=plain(meta))
+    if os.environ.get(RUNNER_ENV) == "1":  # until the runner sees the chapter end: no report counts its claims
+        _state["meta"]["incomplete"] = RUNNING
     stale = figures_dir(chapter)
     if stale.is_dir():  # this run's figures only: an earlier run's must not be compared as this one's
         for png in stale.glob("*.png"):
@@ -129,6 +137,7 @@ def record(name: str, value: Any, claim: str | None = None, glue: bool = True, *
     if undecided is not None:
         entry["undecided"] = undecided.strip()
     _state["values"][name] = entry
+    _state["meta"]["last_record"] = name  # where an interrupted run stopped
     _write()
     if glue and _in_kernel():
         from myst_nb import glue as nb_glue

@@ -8,9 +8,10 @@ read with ``lowrank-book report --records DIR`` or the report chapter's ``record
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .chapters import all_claims
-from .claims import KINDS, NOT_REPRODUCED, REPRODUCES, UNDECIDED, Result, evaluate
+from .claims import INCOMPLETE, KINDS, NOT_REPRODUCED, REPRODUCES, UNDECIDED, Result, evaluate
 from .records import load_records, records_dir
 
 
@@ -42,6 +43,66 @@ def collect(directory: Path | None = None) -> tuple[list[Result], dict[str, dict
     return results, meta
 
 
+SEED_FOLDER = "seed-{seed}"  # `lowrank-book run --seeds`: one records folder per seed under the output folder
+
+
+def seed_folders(directory: Path | str) -> dict[int, Path]:
+    """The per-seed records folders of a ``run --seeds`` output (``seed-<k>/records`` or ``seed-<k>``), by seed."""
+    found = {}
+    for sub in Path(directory).expanduser().glob("seed-*"):
+        tail = sub.name[len("seed-"):]
+        if sub.is_dir() and tail.isdigit():
+            found[int(tail)] = sub / "records" if (sub / "records").is_dir() else sub
+    return dict(sorted(found.items()))
+
+
+def collect_seeds(directory: Path | str) -> dict[int, list[Result]]:
+    """Each seed's results (see :func:`seed_folders`), the claims of the chapters that ran at every seed."""
+    folders = seed_folders(directory)
+    if not folders:
+        raise FileNotFoundError(f"{str(directory)!r} holds no seed-<k> folders (`lowrank-book run CHAPTER --seeds "
+                                "0,1,2` writes them)")
+    return {seed: collect(folder)[0] for seed, folder in folders.items()}
+
+
+def stability(statuses: list[str]) -> str:
+    """How a claim's verdict holds over seeds: ``5/5 pass``, or the counts of each verdict (most common first)."""
+    n = len(statuses)
+    by = {}
+    for status in statuses:
+        by[status] = by.get(status, 0) + 1
+    return ", ".join(f"{k}/{n} {v}" for v, k in sorted(by.items(), key=lambda vk: -vk[1]))
+
+
+def seeds_table(per_seed: dict[int, list[Result]]) -> list[dict]:
+    """One row per claim whose chapter ran: its kind, verdict and value at every seed, and its stability."""
+    seeds = list(per_seed)
+    rows = []
+    for i, first in enumerate(per_seed[seeds[0]]):
+        results = [per_seed[s][i] for s in seeds]
+        if all(r.status == "not run" for r in results):
+            continue
+        row = {"claim": first.claim.id, "kind": first.claim.kind}
+        for seed, r in zip(seeds, results):
+            row[f"seed {seed}"] = f"{r.status} ({_fmt(r.value)})"
+        row["stability"] = stability([r.status for r in results])
+        row["stable"] = len({r.status for r in results}) == 1
+        rows.append(row)
+    return rows
+
+
+def seeds_markdown(rows: list[dict]) -> str:
+    """The seeds table as Markdown: every must-hold and consistency claim, then the findings
+    (those whose verdict changes between seeds named first)."""
+    from .tables import markdown_table
+
+    if not rows:
+        return "(no claims of the chapters that ran)"
+    headers = [h for h in rows[0] if h != "stable"]
+    order = sorted(rows, key=lambda r: (r["kind"] == "finding", r["stable"]))
+    return markdown_table(headers, [[r[h] for h in headers] for r in order])
+
+
 def _fmt(value) -> str:
     if value is None:
         return "—"
@@ -56,8 +117,9 @@ def _cell(text: str) -> str:
 
 KIND_TITLES = {"must_hold": "Must hold", "consistency": "Consistency checks",
                "finding": "The papers' empirical findings"}
-VERDICTS = {"must_hold": ("pass", "fail", UNDECIDED, "not run"), "consistency": ("pass", "fail", UNDECIDED, "not run"),
-            "finding": (REPRODUCES, NOT_REPRODUCED, UNDECIDED, "invalid", "not run")}
+VERDICTS = {"must_hold": ("pass", "fail", UNDECIDED, INCOMPLETE, "not run"),
+            "consistency": ("pass", "fail", UNDECIDED, INCOMPLETE, "not run"),
+            "finding": (REPRODUCES, NOT_REPRODUCED, UNDECIDED, "invalid", INCOMPLETE, "not run")}
 
 
 def counts(results: list[Result]) -> dict[str, dict[str, int]]:
@@ -90,37 +152,124 @@ def claim_links(built_from_notebooks: bool | None = None) -> dict[str, str]:
     return links
 
 
-def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None,
-                   links: dict[str, str] | None = None) -> str:
-    """A MyST table (a ``table`` directive of class ``claims-table``) that fits the page, verdict first: verdict, claim (statement, id and the
-    check that decides it), ours, paper, source, and where it is measured (``links``: a
-    link to the chapter's section, else ``chapter_docs``: the chapter's page).
+PUBLISHED_YES, PUBLISHED_NO = "yes", "no"
 
-    ``kind`` keeps the claims of one kind; failures and invalid values are listed first.
+
+def against_reference(directory: Path | str | None = None) -> tuple[Any, str | None]:
+    """The run's records compared with the published reference (:func:`lib.book.reference.compare`):
+    (comparison, None), or (None, why they cannot be compared)."""
+    from .reference import REFERENCE_DIR, ReferenceError, compare
+
+    try:
+        return compare(records_folder(directory), REFERENCE_DIR), None
+    except (ReferenceError, FileNotFoundError) as err:
+        return None, str(err)
+
+
+def published(results: list[Result], comparison) -> dict[str, str]:
+    """Per claim: whether its recorded value reproduces the published one ("yes", "no"), or "—" where it
+    was not compared (no reference of this profile, a chapter that did not run, a timing)."""
+    if comparison is None:
+        return {}
+    out = {}
+    for r in results:
+        if r.status in ("not run", INCOMPLETE) or r.claim.chapter in comparison.not_run:
+            continue
+        out[r.claim.id] = PUBLISHED_NO if comparison.moved(r.claim.chapter, r.claim.record) else PUBLISHED_YES
+    return out
+
+
+def published_summary(comparison) -> str:
+    """One sentence: how many recorded numbers and figures reproduce the published values."""
+    if comparison is None:
+        return "not compared"
+    values = comparison.values - sum(d.what.startswith("record ") for d in comparison.differences)
+    figures = comparison.figures - comparison.figures_differing
+    return (f"{values:,} of {comparison.values:,} recorded numbers and {figures} of {comparison.figures} figures "
+            "reproduce the published values")
+
+
+def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None,
+                   links: dict[str, str] | None = None, published_values: dict[str, str] | None = None) -> str:
+    """A MyST table (a ``table`` directive of class ``claims-table``) that fits the page, verdict first:
+    verdict, claim (statement, source, id and the check that decides it), ours, paper, whether our value
+    reproduces the published one, and where it is measured (``links``: a link to the chapter's section,
+    else ``chapter_docs``: the chapter's page).
+
+    ``kind`` keeps the claims of one kind; in each chapter (reading order), problems are listed first.
     """
+    from .chapters import chapters
+
+    order = {c: i for i, c in enumerate(chapters())}
     rows = [r for r in results if kind is None or r.claim.kind == kind]
-    rows.sort(key=lambda r: r.status in ("pass", REPRODUCES, NOT_REPRODUCED))  # stable: problems first
+    rows.sort(key=lambda r: (order.get(r.claim.chapter, len(order)), r.ok))  # stable: problems first
     lines = [":::{table}", ":class: claims-table", "",  # fits the page: _static/book.css sets its column widths
-             "| verdict | claim | ours | paper | source | measured in |",
+             "| verdict | claim | ours | paper | repro&shy;duces the pub&shy;lished value | measured in |",
              "|---|---|---|---|---|---|"]
-    links = links or {}
+    links, published_values = links or {}, published_values or {}
     for r in rows:
         c = r.claim
         doc = chapter_docs.get(c.chapter)
         where = links.get(c.id) or (f"{{doc}}`{c.chapter} <{doc}>`" if doc else c.chapter)
         verdict = f"**{r.status}**" if not r.ok else r.status
-        claim = f"{c.statement} <br>`{c.id}`: {c.check.describe()}"
+        why = f" ({_cell(r.reason)})" if r.reason and r.status == UNDECIDED else ""
+        claim = f"{c.statement} ({c.source}) <br>`{c.id}`: {c.check.describe()}"
+        mark = published_values.get(c.id, "—")
         lines.append("| " + " | ".join(_cell(x) for x in (
-            verdict, claim, _fmt(r.value), c.paper_value or "—", c.source, where)) + " |")
+            verdict + why, claim, _fmt(r.value), c.paper_value or "—",
+            f"**{mark}**" if mark == PUBLISHED_NO else mark, where)) + " |")
     return "\n".join(lines + [":::"])
 
 
+KIND_ANCHORS = {"must_hold": "must-hold", "consistency": "consistency-checks", "finding": "the-papers-empirical-findings"}
+
+
+def summary_table(results: list[Result], published_values: dict[str, str] | None = None) -> str:
+    """Counts per chapter (reading order) and kind, each linking to the kind's table, with a total row."""
+    from .chapters import chapters
+
+    published_values = published_values or {}
+    by_chapter = {cid: [r for r in results if r.claim.chapter == cid] for cid in chapters()}
+    by_chapter = {cid: rs for cid, rs in by_chapter.items() if rs}
+
+    def cell(rs: list[Result], kind: str) -> str:
+        mine = [r for r in rs if r.claim.kind == kind]
+        if not mine:
+            return "—"
+        tally = {v: n for v, n in counts(mine)[kind].items() if n}
+        text = ", ".join(f"{n} {v}" for v, n in tally.items())
+        return f"[{text}](#{KIND_ANCHORS[kind]})"
+
+    def pub(rs: list[Result]) -> str:
+        marks = [published_values[r.claim.id] for r in rs if r.claim.id in published_values]
+        return f"{marks.count(PUBLISHED_YES)} of {len(marks)}" if marks else "—"
+
+    lines = ["| chapter | must hold | consistency | findings | claims reproducing the published value |",
+             "|---|---|---|---|---|"]
+    for cid, rs in by_chapter.items():
+        lines.append("| " + " | ".join([_cell(chapters()[cid].title)] + [cell(rs, k) for k in KINDS] + [pub(rs)]) + " |")
+    lines.append("| " + " | ".join(["**all chapters**"] + [cell(results, k) for k in KINDS] + [pub(results)]) + " |")
+    return "\n".join([":::{table}", ":class: summary-table", ""] + lines + [":::"])
+
+
 def runs_table(meta: dict[str, dict]) -> str:
-    """One row per executed chapter: profile, seed, device, wall time, versions."""
-    lines = ["| chapter | profile | seed | device | wall time (s) | ci budget (s) | torch | finished |",
-             "|---|---|---|---|---|---|---|---|"]
+    """One row per executed chapter: profile, seed, device, wall time against the ci budget, when it finished
+    (the package versions, the same for every chapter of a run, are in :func:`versions_line`)."""
+    lines = ["| chapter | profile | seed | device | wall time (s) | ci budget (s) | finished |",
+             "|---|---|---|---|---|---|---|"]
     for chapter, m in sorted(meta.items()):
         lines.append("| " + " | ".join(_cell(x) for x in (
             chapter, m.get("profile"), m.get("seed"), m.get("device"), _fmt(m.get("wall_s")),
-            m.get("budget_ci_s"), m.get("versions", {}).get("torch"), m.get("finished", "—"))) + " |")
+            m.get("budget_ci_s"), str(m.get("finished", "—"))[:10])) + " |")
     return "\n".join(lines)
+
+
+def versions_line(meta: dict[str, dict]) -> str:
+    """The package versions the chapters ran with, once (each distinct set, if they differ)."""
+    seen = []
+    for m in meta.values():
+        v = m.get("versions") or {}
+        text = ", ".join(f"{k} {v[k]}" for k in sorted(v))
+        if text and text not in seen:
+            seen.append(text)
+    return "; ".join(seen) or "—"

@@ -23,20 +23,29 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
+import threading
 import time
 import uuid
+import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
+from .chapters import PATH_PARAMETERS, SMOKE, Chapter, chapters, get_chapter, read_notebook as read_source
 from .claims import Result, evaluate
 from .pages import executed_path
 from .progress import TERMINAL_ENV
 from .parameters import ParameterError, parameters_cell_values, suggest
-from .records import RECORDS_ENV, load_records, records_dir
+from .records import RECORDS_ENV, RUNNER_ENV, load_records, records_dir
+
+
+class ChapterInterrupted(Exception):
+    """The reader interrupted a chapter (Ctrl-C). Its record is marked incomplete; the message says where
+    it stopped."""
 
 
 @dataclass
@@ -97,6 +106,39 @@ def absolute_paths(given: dict[str, Any]) -> dict[str, Any]:
     return {name: fix(name, value) for name, value in given.items()}
 
 
+LIVE_KERNELS: "weakref.WeakSet" = weakref.WeakSet()  # the kernel managers this process started
+
+
+def kill_kernels() -> None:
+    """Kill every kernel this process started (their own sessions: a terminal's Ctrl-C reaches only the
+    runner), at once, so that a kernel still running its cell never writes to the terminal afterwards."""
+    for manager in list(LIVE_KERNELS):
+        process = getattr(getattr(manager, "provisioner", None), "process", None)
+        if process is not None and process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+@contextmanager
+def kernels_killed_on_interrupt():
+    """While a chapter runs, Ctrl-C kills its kernel first, then raises KeyboardInterrupt in the runner."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        kill_kernels()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def quiet_kernel_manager():
     """The kernel manager class the runner starts kernels with.
 
@@ -115,6 +157,7 @@ def quiet_kernel_manager():
     class QuietKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
+            LIVE_KERNELS.add(self)
             if os.name == "posix":  # sockets at an absolute, unique path: kernels in one folder never collide
                 self.transport = "ipc"
                 self.ip = os.path.join(tempfile.gettempdir(), f"lowrank-kernel-{uuid.uuid4().hex[:12]}")
@@ -194,7 +237,7 @@ def default_timeout(profile: str, chapter: Chapter) -> int:
 
 
 def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = None,
-            timeout: int | None = None, verbose: bool = False) -> ChapterRun:
+            timeout: int | None = None, verbose: bool = False, smoke: bool = False) -> ChapterRun:
     """Check, execute and record one chapter (see the module docstring)."""
     import nbformat
     import papermill
@@ -207,13 +250,15 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
     rec_dir = (out_dir / "records") if out_dir else records_dir()
     notebook_out.parent.mkdir(parents=True, exist_ok=True)
     rec_dir.mkdir(parents=True, exist_ok=True)
-    env_before = {k: os.environ.get(k) for k in (RECORDS_ENV, "PYTHONPATH", TERMINAL_ENV)}
+    env_before = {k: os.environ.get(k) for k in (RECORDS_ENV, "PYTHONPATH", TERMINAL_ENV, RUNNER_ENV)}
     os.environ[RECORDS_ENV] = str(rec_dir)
     os.environ[TERMINAL_ENV] = "1"  # progress bars and cache messages to this terminal, not the page
+    os.environ[RUNNER_ENV] = "1"  # the record starts incomplete; it is finished below
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env_before["PYTHONPATH"]]))
+    (rec_dir / f"{chapter.id}.json").unlink(missing_ok=True)  # an earlier run's record is not this run's
     start = time.perf_counter()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, kernels_killed_on_interrupt():
             source_nb = Path(tmp) / f"{chapter.id}.ipynb"
             nbformat.write(nb, source_nb)
             papermill.execute_notebook(
@@ -221,6 +266,15 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
                 kernel_name="python3", execution_timeout=timeout or default_timeout(resolved["profile"], chapter),
                 progress_bar=verbose, log_output=verbose, request_save_on_cell_execute=False,
                 kernel_manager_class=quiet_kernel_manager())
+    except BaseException as err:
+        interrupted = isinstance(err, KeyboardInterrupt) or getattr(err, "ename", None) == "KeyboardInterrupt"
+        where = stopped_at(chapter, rec_dir)
+        mark_incomplete(rec_dir, chapter.id, f"{'interrupted' if interrupted else 'failed'} {where}",
+                        time.perf_counter() - start)
+        if interrupted:
+            raise ChapterInterrupted(f"{chapter.id}: interrupted {where}; its record is marked incomplete, and a "
+                                     "rerun resumes from the cache") from None
+        raise
     finally:
         for key, value in env_before.items():
             if value is None:
@@ -233,21 +287,49 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
     if records is None:
         raise RuntimeError(f"{chapter.path} ran but wrote no record: does it call setup({chapter.id!r})?")
     unformat_undecided_glue(notebook_out, {n for n, e in records["values"].items() if e.get("undecided")})
+    records["meta"].pop("incomplete", None)
+    records["meta"].pop("last_record", None)
     records["meta"].update(wall_s=round(wall, 2), parameters_given=given, notebook=str(notebook_out),
-                           finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    path = rec_dir / f"{chapter.id}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(records, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+                           finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"), **({"smoke": True} if smoke else {}))
+    _write_json(rec_dir / f"{chapter.id}.json", records)
     results = [evaluate(c, records) for c in chapter.claims]
     return ChapterRun(chapter, notebook_out, records, results, wall)
 
 
-def plan(refs: list[str], given: dict[str, Any], *, every: bool = False) -> list[tuple[Chapter, dict[str, Any]]]:
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(f".json.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def stopped_at(chapter: Chapter, rec_dir: Path) -> str:
+    """Where a run stopped, in words: the section of the last value it recorded (or "before its first record")."""
+    from .chapters import record_section
+
+    records = load_records(chapter.id, rec_dir)
+    last = (records or {}).get("meta", {}).get("last_record")
+    if not last:
+        return "before its first record"
+    section = record_section(chapter, last)
+    return f"in § {section} (after recording {last!r})" if section else f"after recording {last!r}"
+
+
+def mark_incomplete(rec_dir: Path, chapter_id: str, why: str, wall: float) -> None:
+    """Mark the chapter's record incomplete (``meta.incomplete``: why), so no report or test counts its claims."""
+    records = load_records(chapter_id, rec_dir)
+    if records is None:
+        return
+    records["meta"].update(incomplete=why, wall_s=round(wall, 2))
+    _write_json(rec_dir / f"{chapter_id}.json", records)
+
+
+def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
+         smoke: bool = False) -> list[tuple[Chapter, dict[str, Any]]]:
     """The chapters to run and the parameters each takes, every value checked before anything runs.
 
     With ``every`` (the whole book), a parameter goes to the chapters that have it, and one
-    that no chapter has is an error.
+    that no chapter has is an error. With ``smoke``, each chapter's ``smoke`` presets are given too
+    (values the reader gave win), and a chapter that declares none is refused.
     """
     selected = book_chapters() if every else [find_chapter(ref) for ref in refs]
     if every:
@@ -259,6 +341,24 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False) -> list
     plans = []
     for chapter in selected:
         mine = absolute_paths({k: v for k, v in given.items() if k in chapter.spec.names} if every else dict(given))
-        check_parameters(chapter, mine)
+        if smoke:
+            if SMOKE not in chapter.presets:
+                raise ParameterError(f"{chapter.id}: --smoke needs the chapter's 'smoke' presets (which paper sizes to "
+                                     f"cut, and to what), and {chapter.declaration} declares none")
+            mine = {**chapter.presets[SMOKE], **mine}
+        values = check_parameters(chapter, mine)
+        fits_the_device(chapter, values)
         plans.append((chapter, mine))
     return plans
+
+
+def fits_the_device(chapter: Chapter, values: dict[str, Any]) -> None:
+    """Refuse (ParameterError) a run whose largest heavy step cannot fit the device's memory, before any work."""
+    from .costs import DoesNotFit, check_fits, heavy_steps, this_device
+
+    steps = heavy_steps(chapter, values)
+    if steps:
+        try:
+            check_fits(chapter.id, steps, this_device(values["device"], measure=False))
+        except DoesNotFit as err:
+            raise ParameterError(str(err)) from None

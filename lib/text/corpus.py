@@ -411,8 +411,8 @@ def _unavailable(dataset: str, reason: str) -> CorpusUnavailable:
     offline = ", ".join(repr(s) for s in available_sources())
     return CorpusUnavailable(
         f"cannot load hub dataset {dataset!r}: the Hugging Face hub is unreachable ({reason}). "
-        f"Source 'hf:<dataset>' needs a network connection. Offline sources available: {offline}, "
-        "or a local path to a .txt/.md file or a folder of them.")
+        f"Source 'hf:<dataset>' needs a network connection or a snapshot of the dataset in the local Hugging Face "
+        f"cache. Offline sources available: {offline}, or a local path to a .txt/.md file or a folder of them.")
 
 
 _UNLIMITED = object()
@@ -421,7 +421,8 @@ _UNLIMITED = object()
 def load_hf_corpus(dataset: str, *, split: str = "train", text_field: str = "text", max_documents: int | None = None,
                    max_bytes: int | None | object = _UNLIMITED, config: str | None = None,
                    refresh: bool = False) -> Corpus:
-    """Stream a Hugging Face hub dataset into a corpus (needs a network; cached afterwards).
+    """Stream a Hugging Face hub dataset into a corpus (a network, or offline a snapshot of the dataset in the
+    local Hugging Face cache, read by :func:`local_hub_dataset`; cached afterwards).
 
     Documents are the ``text_field`` of successive rows of ``split``, taken until
     ``max_documents`` documents or until the next document would push the total past
@@ -439,8 +440,11 @@ def load_hf_corpus(dataset: str, *, split: str = "train", text_field: str = "tex
         datasets_version = importlib.metadata.version("datasets")
     except importlib.metadata.PackageNotFoundError:
         datasets_version = None
+    local = local_hub_dataset(dataset, split, config) if _offline_env() else None
     params = {"dataset": dataset, "config": config, "split": split, "text_field": text_field,
-              "max_documents": max_documents, "max_bytes": max_bytes, "datasets": datasets_version}
+              "max_documents": max_documents, "max_bytes": max_bytes, "datasets": datasets_version,
+              # offline, the snapshot read (a stand-in is not the hub's data): its commit and files are the key
+              "snapshot": None if local is None else [local[1], [f.name for f in local[0]]]}
 
     def fetch() -> dict:
         return _fetch_hf(dataset, config, split, text_field, max_documents, max_bytes)._to_payload()
@@ -448,20 +452,69 @@ def load_hf_corpus(dataset: str, *, split: str = "train", text_field: str = "tex
     return Corpus(**cached("corpus-hf", params, fetch, fmt="pickle", refresh=refresh))
 
 
-def _fetch_hf(dataset: str, config: str | None, split: str, text_field: str,
-              max_documents: int | None, max_bytes: int | None) -> Corpus:
+DATA_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.gz", ".json", ".json.gz", ".parquet")
+
+
+def local_hub_dataset(dataset: str, split: str = "train", config: str | None = None) -> tuple[list[Path], str] | None:
+    """The data files of ``split`` in a snapshot of the hub dataset ``dataset`` that is already in the local
+    Hugging Face cache (``datasets--<org>--<name>/refs/main`` → ``snapshots/<commit>/``), with the commit;
+    None if there is none. A file belongs to the split when a folder or its name starts with the split's
+    name (``train/00.jsonl.zst``, ``data/train-00000-of-00001.parquet``), under ``config/`` if given."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        root = Path(snapshot_download(dataset, repo_type="dataset", local_files_only=True))
+    except Exception:  # noqa: BLE001 - not in the cache (or no cache at all): the caller says what works offline
+        return None
+    if config:
+        root = root / config
+    files = []
+    for path in sorted(root.rglob("*")):
+        if not (path.is_file() and path.name.endswith(DATA_SUFFIXES)):
+            continue
+        parts = path.relative_to(root).parts
+        if any(part == split or part.startswith(split + "-") or part.startswith(split + ".") for part in parts):
+            files.append(path)
+    return (files, root.name if not config else root.parent.name) if files else None
+
+
+def _hub_stream(dataset: str, config: str | None, split: str):
+    """Rows of the hub dataset: streamed from the hub when online; offline, from a snapshot of it in the
+    local Hugging Face cache (so that ``hf:<dataset>`` reads the same files either way)."""
+    import datasets
+
     var = _offline_env()
     if var:
-        raise _unavailable(dataset, f"offline mode is on: {var}={os.environ[var]}")
+        local = local_hub_dataset(dataset, split, config)
+        if local is None:
+            raise _unavailable(dataset, f"offline mode is on ({var}={os.environ[var]}) and the local Hugging Face "
+                                        f"cache ({_hub_cache()}) holds no snapshot of it with a {split!r} split")
+        files, _commit = local
+        builder = "parquet" if files[0].name.endswith(".parquet") else "json"
+        return datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", streaming=True), local
     if not _hub_reachable():
         raise _unavailable(dataset, f"no answer from {os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}")
     # Short network timeouts (read when huggingface_hub is first imported).
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "30")
+    return datasets.load_dataset(dataset, config, split=split, streaming=True), None
+
+
+def _hub_cache() -> str:
+    try:
+        from huggingface_hub import constants
+
+        return str(constants.HF_HUB_CACHE)
+    except Exception:  # noqa: BLE001
+        return "~/.cache/huggingface/hub"
+
+
+def _fetch_hf(dataset: str, config: str | None, split: str, text_field: str,
+              max_documents: int | None, max_bytes: int | None) -> Corpus:
     import datasets
 
     try:
-        stream = datasets.load_dataset(dataset, config, split=split, streaming=True)
+        stream, local = _hub_stream(dataset, config, split)
         columns = getattr(stream, "column_names", None)
         if columns and text_field not in columns:
             raise ValueError(f"parameter 'text_field' is {text_field!r}, but dataset {dataset!r} has fields {list(columns)}")
@@ -502,6 +555,7 @@ def _fetch_hf(dataset: str, config: str | None, split: str, text_field: str,
         description=f"first {len(documents)} documents of hub dataset {dataset!r}"
                     + (f" ({config})" if config else "") + f", split {split!r}",
         provenance={"source": "hf", "dataset": dataset, "config": config, "split": split, "text_field": text_field,
+                    "local_snapshot": None if local is None else local[1],
                     "max_documents": max_documents, "max_bytes": max_bytes, "rows_read": n_rows,
                     "n_documents": len(documents), "n_bytes": total, "truncated": truncated,
                     "datasets_version": getattr(datasets, "__version__", None),

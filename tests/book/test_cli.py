@@ -24,7 +24,7 @@ def run_cli(*args, command=(sys.executable, "-m", "lib"), cwd=REPO_ROOT):
 BAD_INPUT = [
     (["intro", "-p", "seeed", "1"], "unknown parameter 'seeed'; this chapter's parameters are: profile, seed"),
     (["intro", "-p", "sed", "1"], "(did you mean 'seed'?)"),
-    (["intro", "-p", "seed", "abc"], "parameter 'seed': allowed values are int >= 0; got 'abc' (str)"),
+    (["intro", "-p", "seed", "abc"], "parameter 'seed': allowed values are int >= 0 <= 4294967295; got 'abc' (str)"),
     (["intro", "-p", "profile", "cpi"], "parameter 'profile': allowed values are one of 'ci', 'paper'; got 'cpi' (str) "
                                         "(did you mean 'ci'?)"),
     (["intro", "-p", "train_steps", "0"], "parameter 'train_steps': allowed values are int >= 1 or None (the profile's preset); got 0 (int)"),
@@ -44,6 +44,10 @@ BAD_INPUT = [
     (["--all", "-p", "sede", "1"], "(did you mean 'seed'?)"),
     (["chapters/missing.md"], "unknown chapter"),
     (["modse"], "unknown chapter 'modse' (did you mean 'modes'?)"),
+    (["hilbert", "--timeout", "-5"], "--timeout: allowed values are seconds > 0 (a per-cell limit); got -5"),
+    (["hilbert", "--seeds", "0,a"], "--seeds: allowed values are comma-separated integers >= 0"),
+    (["hilbert", "--seeds", "1,1"], "--seeds: each seed once"),
+    (["hilbert", "--seeds", "0,1", "-p", "seed", "2"], "--seeds and -p seed"),
 ]
 
 
@@ -59,6 +63,15 @@ def test_cli_refuses_before_running(args, message, tmp_path):
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_out_naming_a_file_is_refused_before_running(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("not a folder")
+    proc, wall = run_cli("run", "hilbert", "--out", str(target))
+    assert proc.returncode == 2 and wall < 5 and len(proc.stderr.strip().splitlines()) == 1
+    assert "--out: allowed values are a folder (existing or new)" in proc.stderr and "executing" not in proc.stdout
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_cli_refuses_cuda_without_a_gpu(tmp_path):
     proc, wall = run_cli("run", "hilbert", "-p", "device", "cuda", "--out", str(tmp_path))
     assert proc.returncode == 2 and wall < 5
@@ -68,7 +81,10 @@ def test_cli_refuses_cuda_without_a_gpu(tmp_path):
 
 
 def test_good_values_pass_the_same_checks(tmp_path, monkeypatch):
-    """The other way round: the values the refusals above are next to pass the runner's checks."""
+    """The other way round: the values the refusals above are next to pass the runner's checks (online: a hub
+    name is checked for its form; offline, test_standins checks it against the local cache)."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
     (tmp_path / "texts").mkdir()
     (tmp_path / "texts" / "a.txt").write_text("Some text.\n")
     (tmp_path / "tok").mkdir()
@@ -115,7 +131,11 @@ def test_report_reads_a_records_folder(tmp_path):
     for folder in (tmp_path, tmp_path / "records"):
         proc, _ = run_cli("report", "--records", str(folder))
         assert proc.returncode == 0, proc.stderr
-        assert f"[pass] {claim.id} (must_hold): 0.0" in proc.stdout and "must_hold: 1 pass, 0 fail" in proc.stdout
+        assert f"[pass] {claim.id} (must_hold): 0.0" in proc.stdout and "must_hold: 1 pass, " in proc.stdout
+        # the chapters that ran, claim by claim; one line for the rest
+        lines = proc.stdout.strip().splitlines()
+        assert all(line.split("] ", 1)[1].startswith("hilbert.") for line in lines if line.startswith("["))
+        assert sum(line.startswith("not run: ") for line in lines) == 1 and "intro" in proc.stdout
     proc, wall = run_cli("report", "--records", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "records folder" in proc.stderr and "does not exist" in proc.stderr
 
@@ -206,3 +226,41 @@ def test_isan_ranges_are_refused_before_the_kernel_starts(bad, good):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):
         check_parameters(isan, bad)
     check_parameters(isan, good)
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_where_it_stopped_exits_130_and_leaves_an_incomplete_record(tmp_path):
+    """Ctrl-C (SIGINT to the runner's process group, as a terminal sends it) during a chapter: one line,
+    exit status 130, and a record that no report counts."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "lib", "run", "hilbert", "--out", str(tmp_path)], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    record = tmp_path / "records" / "hilbert.json"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (record.is_file() and len(json.loads(record.read_text())["values"]) >= 2):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert err.strip().splitlines() == [err.strip()] and "Traceback" not in out + err, err
+    assert err.startswith("[run] hilbert: interrupted in § ") and "a rerun resumes from the cache" in err
+    meta = json.loads(record.read_text())["meta"]
+    assert meta["incomplete"].startswith("interrupted in § ") and "finished" not in meta
+    report, _ = run_cli("report", "--records", str(tmp_path))
+    lines = [line for line in report.stdout.splitlines() if line.startswith("[")]
+    assert lines and all(line.startswith("[incomplete] hilbert.") for line in lines)
+
+
+@pytest.mark.slow
+def test_seeds_run_one_record_per_seed_and_the_report_shows_each(tmp_path):
+    proc, _ = run_cli("run", "hilbert", "--seeds", "0,1", "--out", str(tmp_path), "-p", "block_length", "2")
+    assert proc.returncode == 0, proc.stderr
+    seeds = [json.loads((tmp_path / f"seed-{s}" / "records" / "hilbert.json").read_text())["meta"]["seed"]
+             for s in (0, 1)]
+    assert seeds == [0, 1]
+    report, _ = run_cli("report", "--records", str(tmp_path), "--markdown", str(tmp_path / "seeds.md"))
+    assert report.returncode == 0, report.stderr
+    claim = chapters()["hilbert"].claims[0].id
+    assert f"[2/2 pass] {claim} (must_hold): seed 0: pass (" in report.stdout
+    assert "| claim | kind | seed 0 | seed 1 | stability |" in (tmp_path / "seeds.md").read_text()

@@ -1,4 +1,6 @@
 """Parameter specifications: types, allowed values, presets, parameters cells."""
+import re
+
 import pytest
 
 from lib.book.chapters import PROFILES, chapters, get_chapter
@@ -128,3 +130,64 @@ def test_integer_at_least_names_the_parameter():
 
     with pytest.raises(Mine):
         integer_at_least("k", 1, 2, Mine)
+
+
+def test_list_shapes_refuse_each_kind_of_wrong_value_and_name_the_item():
+    from lib.book.parameters import Shape
+
+    case = Shape(list, length=4, items=Shape(int, minimum=0))
+    cases = Shape(list, min_length=1, items=case)
+    p = Param("rrr_cases", list, None, shape=cases, allow_none=True)
+    assert p.check([[5, 3, 5, 0]]) == [[5, 3, 5, 0]]
+    for bad, why in (([[5, 3, 5]], "item [0]: 3 items, not 4"), ([], "0 items, fewer than 1"),
+                     ([[5, 3, 5, -1]], "item [0][3]: -1 is below 0"), ([[5, 3, 5, 0.5]], "item [0][3]: 0.5 is not int"),
+                     ([[5, 3, 5, True]], "item [0][3]: True is not int"), ([["a", 3, 5, 0]], "item [0][0]: 'a' is not int"),
+                     ("[[5,3,5,0]]", "got '[[5,3,5,0]]' (str)")):
+        with pytest.raises(ParameterError, match="parameter 'rrr_cases'") as err:
+            p.check(bad)
+        assert why in str(err.value), (bad, str(err.value))
+    assert "list (at least 1 item) of list (4 items) of int >= 0" in p.describe()
+    ranks = Param("ranks", list, None, shape=Shape(list, min_length=1, unique=True, increasing=True,
+                                                   items=Shape(int, minimum=1, maximum=512)), allow_none=True)
+    assert ranks.check([1, 4, 8]) == [1, 4, 8]
+    for bad, why in (([1, 4, 100000], "item [2]: 100000 is above 512"), ([4, 1], "not increasing"),
+                     ([1, 1], "the items repeat"), ([0], "item [0]: 0 is below 1")):
+        with pytest.raises(ParameterError, match=re.escape(why)):
+            ranks.check(bad)
+    gammas = Param("sweep_gamma", list, None, shape=Shape(list, items=Shape(float, minimum=0.0)), allow_none=True)
+    assert gammas.check([1, 2.5]) == [1, 2.5]
+    with pytest.raises(ParameterError, match=r"parameter 'sweep_gamma'.*item \[0\]: 'a' is not float"):
+        gammas.check(["a"])
+    with pytest.raises(ParameterError, match="is not a finite number"):
+        gammas.check([float("inf")])
+
+
+def test_constraints_read_membership_and_other_parameters():
+    one_of = Constraint("compare_rank", "compare_rank in ranks", "the comparison needs its rank's fit")
+    one_of.enforce({"compare_rank": 4, "ranks": [1, 4, 8]})
+    with pytest.raises(ParameterError, match=r"parameter 'compare_rank': allowed values satisfy compare_rank in ranks "
+                                             r"\(with ranks = \[1, 4, 8\]\), the comparison needs its rank's fit; got 3"):
+        one_of.enforce({"compare_rank": 3, "ranks": [1, 4, 8]})
+    less = Constraint("burn_in", "burn_in < draws")
+    less.enforce({"burn_in": 99, "draws": 100})
+    with pytest.raises(ParameterError, match="got 100"):
+        less.enforce({"burn_in": 100, "draws": 100})
+    index = Constraint("earlier_checkpoint", "0 <= earlier_checkpoint < len(steps)")
+    index.enforce({"earlier_checkpoint": 2, "steps": [0, 1, 10]})
+    with pytest.raises(ParameterError):
+        index.enforce({"earlier_checkpoint": 99, "steps": [0, 1, 10]})
+    with pytest.raises(ValueError, match="is not allowed"):
+        Constraint("x", "[y for y in x]").names()
+    with pytest.raises(ValueError, match="only"):
+        Constraint("x", "open(x)").names()
+
+
+def test_a_declared_validator_is_a_lib_function_by_name():
+    from lib.book.parameters import named_validator
+
+    check = named_validator("lib.book.parameters:parse_cli_value")  # any lib function: called with the value
+    assert check("[1, 2]") == [1, 2]
+    with pytest.raises(ValueError, match="lib.module:function"):
+        named_validator("os:system")
+    with pytest.raises(ValueError, match="is not a function"):
+        named_validator("lib.book.parameters:NO_SUCH")(1)

@@ -22,7 +22,7 @@ def test_record_writes_plain_json(rec_dir):
     data = json.loads((rec_dir / "intro.json").read_text())
     assert data["values"]["x"] == {"value": 1.5}
     assert data["values"]["arr"]["value"] == [0, 1, 2]
-    assert data["meta"] == {"profile": "ci", "device": "cpu"}
+    assert data["meta"] == {"profile": "ci", "device": "cpu", "last_record": "arr"}
     with pytest.raises(ValueError, match="finite"):
         records.record("bad", float("nan"))
     with pytest.raises(TypeError, match="record\\(\\) takes"):
@@ -96,7 +96,7 @@ def test_report_counts_and_lists_problems_first():
     results = [claims.evaluate(_claim("must_hold"), _rec(v)) for v in (0.7, 0.3)]
     results.append(claims.evaluate(_claim("finding"), _rec(0.3)))
     by = report.counts(results)
-    assert by["must_hold"] == {"pass": 1, "fail": 1, claims.UNDECIDED: 0, "not run": 0}
+    assert by["must_hold"] == {"pass": 1, "fail": 1, claims.UNDECIDED: 0, claims.INCOMPLETE: 0, "not run": 0}
     assert by["finding"][claims.NOT_REPRODUCED] == 1 and sum(by["consistency"].values()) == 0
     table = report.markdown_table(results, {}, "must_hold").splitlines()
     assert table[:2] == [":::{table}", ":class: claims-table"] and table[-1] == ":::"
@@ -194,3 +194,106 @@ def test_claim_sections_follow_the_heading_above_the_record(tmp_path, monkeypatc
                                                               claim("toy.c", "c")), constraints=())
     found = chapters_mod.claim_sections(toy)
     assert found == {"toy.a": ("First", "first"), "toy.b": ("Second part", "second-part")}
+
+
+def test_every_check_both_ways_at_its_boundary():
+    """Each check on either side of its boundary; close() measures its tolerance against the target."""
+    eps = 1e-9
+    assert claims.close(100.0, rtol=0.5).decide(150.0) and not claims.close(100.0, rtol=0.5).decide(150.0 + eps)
+    assert claims.close(100.0, rtol=0.5).decide(50.0) and not claims.close(100.0, rtol=0.5).decide(50.0 - eps)
+    # against the value instead, 190 would pass (|90| ≤ 0.5·190) and 60 would fail (|40| > 0.5·60)
+    assert not claims.close(100.0, rtol=0.5).decide(190.0) and claims.close(100.0, rtol=0.5).decide(60.0)
+    assert claims.close(-2.0, rtol=0.25).decide(-1.5) and not claims.close(-2.0, rtol=0.25).decide(-1.5 + 1e-6)
+    assert claims.close(0.0, atol=0.1).decide(-0.1) and not claims.close(0.0, atol=0.1).decide(0.1 + eps)
+    assert claims.close(1.0, atol=0.1, rtol=0.1).decide(1.2 - eps) and not claims.close(1.0, atol=0.1, rtol=0.1).decide(1.2 + 1e-6)
+    assert claims.at_most(0.05).decide(0.05) and not claims.at_most(0.05).decide(0.05 + eps)
+    assert claims.at_most(-1).decide(-1.5) and not claims.at_most(-1).decide(-0.5)
+    assert claims.at_least(3).decide(3) and not claims.at_least(3).decide(3 - eps)
+    assert claims.between(0.8, 1.25).decide(0.8) and claims.between(0.8, 1.25).decide(1.25)
+    assert not claims.between(0.8, 1.25).decide(0.8 - eps) and not claims.between(0.8, 1.25).decide(1.25 + eps)
+    assert claims.equals("reproduces").decide("reproduces") and not claims.equals("reproduces").decide("reproduce")
+    assert claims.equals([1, 2]).decide([1, 2]) and not claims.equals([1, 2]).decide([2, 1])
+    for check in (claims.at_least(0), claims.at_most(1), claims.close(0, 1)):
+        assert not check.decide(True)  # a boolean is not a number here
+
+
+def test_record_keeps_standard_errors_timing_and_undecided(rec_dir):
+    records.record("llc_hat", 6.2, se=0.3)
+    records.record("spectrum", [1.0, 0.5], se=[0.1, 0.05])
+    records.record("run_s", 12.5, timing=True)
+    records.record("corpus_megabytes", None, claim="intro.corpus-size", undecided="no corpus at these settings")
+    values = json.loads((rec_dir / "intro.json").read_text())["values"]
+    assert values["llc_hat"] == {"value": 6.2, "se": 0.3}
+    assert values["spectrum"]["se"] == [0.1, 0.05] and values["run_s"]["timing"] is True
+    assert values["corpus_megabytes"]["undecided"] == "no corpus at these settings"
+    for bad in (-1.0, float("nan"), "0.1", True):
+        with pytest.raises(ValueError, match="se is a finite number"):
+            records.record("x", 1.0, se=bad)
+    with pytest.raises(ValueError, match="one finite number >= 0 per item"):
+        records.record("x", [1.0, 2.0], se=[0.1])
+    with pytest.raises(ValueError, match="undecided takes the reason"):
+        records.record("x", None, undecided="  ")
+
+
+def test_undecided_is_a_verdict_of_any_kind_and_not_a_failure():
+    entry = {"values": {"r": {"value": None, "undecided": "no case where 3 s.e. < 5% of λ"}}}
+    for kind in ("must_hold", "consistency", "finding"):
+        result = claims.evaluate(_claim(kind), entry)
+        assert result.status == claims.UNDECIDED == "undecided at these settings"
+        assert result.reason == "no case where 3 s.e. < 5% of λ" and result.ok and not result.decided
+    decided = claims.evaluate(_claim("must_hold"), _rec(0.7))
+    assert decided.decided and decided.reason is None
+
+
+def test_an_incomplete_run_counts_no_claim():
+    entry = {"values": {"r": {"value": 0.7}}, "meta": {"incomplete": "interrupted in § Modes"}}
+    for kind in ("must_hold", "finding"):
+        result = claims.evaluate(_claim(kind), entry)
+        assert result.status == claims.INCOMPLETE and not result.ok and "interrupted" in result.reason
+
+
+def test_a_runner_record_starts_incomplete(tmp_path, monkeypatch):
+    monkeypatch.setenv(records.RECORDS_ENV, str(tmp_path))
+    monkeypatch.setenv(records.RUNNER_ENV, "1")
+    records.start("intro", {"profile": "ci"})
+    records.record("a", 1)
+    meta = json.loads((tmp_path / "intro.json").read_text())["meta"]
+    assert meta["incomplete"] == records.RUNNING and meta["last_record"] == "a"
+    monkeypatch.delenv(records.RUNNER_ENV)
+    records.start("intro", {"profile": "ci"})  # papermill or a reader's own kernel: no runner to finish it
+    assert "incomplete" not in json.loads((tmp_path / "intro.json").read_text())["meta"]
+
+
+def test_show_figure_keeps_the_png_beside_the_record(rec_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1], [1, 0])
+    records.show_figure("fig_line", fig)
+    png = rec_dir / "figures" / "intro" / "fig_line.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    records.start("intro", {"profile": "ci"})  # a new run starts without the last run's figures
+    assert not png.exists()
+
+
+def test_report_seeds_table_and_stability(tmp_path):
+    from lib.book import report
+
+    assert report.stability(["pass"] * 5) == "5/5 pass"
+    assert report.stability(["pass", "fail", "pass"]) == "2/3 pass, 1/3 fail"
+    claim = get_claim("intro.corpus-size")
+    for seed, value in ((0, 12.0), (1, 12.0), (2, 0.001)):
+        folder = tmp_path / f"seed-{seed}" / "records"
+        folder.mkdir(parents=True)
+        (folder / "intro.json").write_text(json.dumps({"values": {claim.record: {"value": value}},
+                                                       "meta": {"profile": "ci"}}))
+    assert list(report.seed_folders(tmp_path)) == [0, 1, 2]
+    rows = report.seeds_table(report.collect_seeds(tmp_path))
+    (row,) = [r for r in rows if r["claim"] == claim.id]
+    expected = [claims.evaluate(claim, {"values": {claim.record: {"value": v}}}).status for v in (12.0, 12.0, 0.001)]
+    assert row["stability"] == report.stability(expected) and row["stable"] == (len(set(expected)) == 1)
+    assert all(r["claim"].startswith("intro.") for r in rows)  # chapters that did not run are left out
+    assert "| claim | kind | seed 0 | seed 1 | seed 2 | stability |" in report.seeds_markdown(rows)

@@ -55,6 +55,34 @@ def test_claim_holds(executed_book, claim):
     assert result.ok, f"{claim.id} ({claim.kind}, {result.status}): {claim.statement} — ours {result.value!r}, check {claim.check.describe()}"
 
 
+def test_every_claim_that_must_hold_is_decided_in_ci(executed_book):
+    """The ci profile decides every claim that must hold and every consistency check; a reader's own
+    parameters may leave some "undecided at these settings", the book's own run may not."""
+    undecided = [f"{c.id}: {r.reason}" for c in CLAIMS if c.kind != "finding"
+                 for r in [evaluate(c, executed_book.get(c.chapter))] if not r.decided]
+    assert not undecided, undecided
+
+
+def test_numbers_and_figures_reproduce_the_published_reference(executed_book):
+    """`lowrank-book diff`: every recorded value and figure of this run against reference/ci/, each within
+    its declared tolerance. A number or figure that moves fails here with its name; updating the reference
+    (`lowrank-book diff --accept`) is a deliberate commit."""
+    proc = subprocess.run([sys.executable, "-m", "lib", "diff"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, f"the run differs from reference/ci (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+
+
+TIME_LIKE = ("_s", "_seconds", "_per_s", "_per_second", "wall")
+
+
+def test_wall_times_and_throughputs_are_marked_timing(executed_book):
+    """A record named like a time or a rate (…_s, …_seconds, …_per_s, wall…) is marked ``timing=True``, so
+    that no comparison with the reference ever reads the machine's speed as a result."""
+    unmarked = [f"{ch}.{name}" for ch, rec in executed_book.items() for name, entry in rec["values"].items()
+                if (name.endswith(TIME_LIKE) or name.startswith("wall")) and not entry.get("timing")]
+    assert not unmarked, unmarked
+
+
 def test_every_figure_is_legible_at_the_page_width(executed_book):
     """Every text of every figure is at least the body text's size as the page shows it
     (lib.book.figures: measured on the drawn PNG, recorded by show_figure)."""
