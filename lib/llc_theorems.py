@@ -1008,6 +1008,15 @@ class DialExperiment:
         with np.errstate(invalid="ignore", divide="ignore"):
             return (np.nanmean(self.dial.per_chain, axis=-1) - self.predicted) / self.dial.llc_se
 
+    def prediction_holds(self, z: float = 3.0, relative: float = 0.1) -> np.ndarray:
+        """Per (nβ, target): is the measured λ̂ within z standard errors plus ``relative`` of the
+        prediction's size of its quadratic prediction? (the relative part allows for the Taylor
+        remainder over the region the chains visit; False where either is not finite)."""
+        measured = np.nanmean(self.dial.per_chain, axis=-1)
+        with np.errstate(invalid="ignore"):
+            ok = np.abs(measured - self.predicted) <= z * self.dial.llc_se + relative * np.abs(self.predicted)
+        return ok & np.isfinite(measured) & np.isfinite(self.predicted)
+
     def prediction_ratio(self) -> np.ndarray:
         """λ̂(q) / its quadratic prediction per nβ."""
         return self.dial.llc_q / self.predicted[:, 0]

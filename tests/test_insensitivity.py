@@ -264,6 +264,9 @@ def test_tabular_check_against_its_closed_forms(ladder):
 def test_final_constants_first_below_and_relative(ladder, factored):
     fc = ins.final_constants({"f": factored}, ladder.modes)
     assert fc.identity_error < 1e-10 and fc.zero_at_rank < 1e-8
+    at_rank, at_zero = ins.constants(factored, ladder.modes, ladder.modes.rank), ins.constants(factored, ladder.modes, 0)
+    assert fc.zero_at_rank == pytest.approx(max(at_rank.delta / at_zero.delta, at_rank.eps / at_zero.eps), rel=1e-6)
+    assert [c.chi for c in fc.constants["f"]] == list(range(ladder.modes.rank + 1))
     fake = ins.FinalConstants({"m": [ins.Constants(c, d, 0.0, None, 0.0, 0.0, 0.0) for c, d in
                                      enumerate([1.0, 0.5, 0.05, 0.2, 0.08, 0.0])]}, 0.0, 0.0)
     assert fake.first_below("m", 0.1, 5) == 4                 # 0.2 at χ = 3 breaks the run from χ = 2
@@ -303,6 +306,8 @@ def test_learning_order_on_a_trajectory_made_by_hand(ladder):
     assert forward["verdict"] == "agrees" and forward["rho"] < -0.9
     backward = run_for(list(range(r))[::-1])
     assert backward["verdict"] == "disagrees" and backward["rho"] > 0.9
+    scrambled = run_for([r // 2, 0, r - 1, 2, r - 3, 1, r - 2, 3, r - 4][:r])   # no order: the interval holds 0
+    assert scrambled["low"] < 0 < scrambled["high"] and scrambled["verdict"] == "inconclusive"
 
 
 def test_plausibility_checks_count_and_take_the_worst():
@@ -310,14 +315,14 @@ def test_plausibility_checks_count_and_take_the_worst():
              "term_family": 0.5, "bound": 2.0},
             {"parseval_tail": 1.0, "parseval_direct": 1.0 + 1e-9, "projection_gap": 2.0, "value": 0.3, "term_tail": 0.1,
              "term_family": 0.1, "bound": 0.25},
-            {"parseval_tail": 0.25, "parseval_direct": 0.25, "projection_gap": 0.1, "value": 0.0, "term_tail": 0.0,
+            {"parseval_tail": 0.04, "parseval_direct": 0.04, "projection_gap": 0.1, "value": 0.0, "term_tail": 0.0,
              "term_family": 0.0, "bound": 1.0},
             {"parseval_tail": 0.0, "parseval_direct": 0.0, "projection_gap": 0.0, "value": 0.0, "term_tail": 0.0,
              "term_family": 0.0, "bound": 0.0}]
     pc = ins.plausibility_checks({"case": rows})
     assert pc["parseval"] == pytest.approx(1e-9)
     assert pc["split"] == pytest.approx(0.1)                  # |0.3 − 0.2| beats 0.3 − 0.25
-    assert pc["family_dominates"] == {"case": (1, 2)}          # χ = 1: 2 > √1; χ = 2: 0.1 < √0.25
+    assert pc["family_dominates"] == {"case": (1, 2)}          # χ = 1: 2 > √1; χ = 2: 0.1 < √0.04 = 0.2
 
 
 def test_entropy_rate_comparison_by_hand(ladder):

@@ -578,6 +578,9 @@ def test_resolve_against_a_fixed_tolerance():
     assert th.resolve((0.5 - 2 * se + 1e-9) + spread, 0.5).item() == th.UNDECIDED
     assert th.resolve((0.5 + 2 * se + 1e-9) + spread, 0.5).item() == th.DISTINGUISHABLE
     assert th.resolve((0.5 + 2 * se - 1e-9) + spread, 0.5).item() == th.UNDECIDED
+    # exactly at the tolerance with no spread: within it (≤), not beyond it (>)
+    assert th.resolve(np.full(4, 0.5), 0.5).item() == th.INDISTINGUISHABLE
+    assert th.resolve(np.full(4, -0.5), 0.5).item() == th.INDISTINGUISHABLE
     # more draws of the same difference settle it, never flip a decided cell
     many = 0.3 + np.tile(spread, 100)
     assert th.resolve(many, 0.5).item() == th.INDISTINGUISHABLE
