@@ -33,7 +33,7 @@ insensitivity, minibatch version), then
 
 **What λ̂ measures under the theorem's hypothesis.** With the Taylor model
 L_n(w* + u) ≈ L_n(w*) + gᵀu + ½uᵀHu, SGLD's iterates are Gaussian and λ̂ has a closed form
-(:func:`quadratic_llc`); with h_i the eigenvalues of H, g̃ = g in its eigenbasis and
+(:func:`lib.local_quadratic.quadratic_llc`); with h_i the eigenvalues of H, g̃ = g in its eigenbasis and
 a_i = nβh_i + γ, its stationary continuous-time value is
 
     λ̂_quad = ½ Σ_i nβh_i / a_i  −  ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i².
@@ -42,8 +42,8 @@ If nβM < γ, every a_i is dominated by γ: the first sum is a curvature trace �
 linear in nβ and below d/4, and the second a drift off a w* that is not a critical point of
 the target's loss, growing like (nβ)². :class:`DialExperiment` sets both beside the measured λ̂.
 
-**§7.1.** A causal language model is a sequence of models p(y_t | y_<t, w), one per position,
-sharing w: :func:`per_position_llc` estimates the LLC of each position's loss L_t.
+The quadratic model and its λ̂ are in :mod:`lib.local_quadratic`; §7.1's per-position LLCs of a
+causal language model in :mod:`lib.position_llc`.
 """
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ from .book.device import torch_threads
 from .book.parameters import integer_at_least
 from .conditional_models import Support
 from .insensitivity import effective
+from .local_quadratic import LocalQuadratic, flat_loss, local_quadratics
 
 
 def nll(model: nn.Module, batch) -> torch.Tensor:
@@ -83,19 +84,6 @@ def coupled_data(support: Support, chi: int, n: int, seed: int):
 # ---------------------------------------------------------------------------
 # Curvature: the Lipschitz constant M of ∇L (Hessian spectral norm) and K of L (gradient norm)
 # ---------------------------------------------------------------------------
-
-def _flat_loss(model: nn.Module, loss_fn, data):
-    """(f, w0): the mean loss as a function of the flat parameter vector (the sampler's own
-    flattening, :class:`lib.llc.FlatParameters`), and the model's own parameters."""
-    from torch.func import functional_call
-
-    wrapper, flat = llc.LossModule(model, loss_fn), llc.FlatParameters(model)
-
-    def f(w: torch.Tensor) -> torch.Tensor:
-        return functional_call(wrapper, flat.unflatten(w), tuple(data)).mean()
-
-    return f, flat.w0
-
 
 @dataclass
 class Curvature:
@@ -117,7 +105,7 @@ def curvature(model: nn.Module, loss_fn, data, w: torch.Tensor | None = None, to
     Hessian-vector products are forward-over-reverse (``torch.func.jvp`` of ``grad``)."""
     from scipy.sparse.linalg import LinearOperator, eigsh
 
-    f, w0 = _flat_loss(model, loss_fn, data)
+    f, w0 = flat_loss(model, loss_fn, data)
     w = w0 if w is None else w.to(w0)
     g = torch.func.grad(f)(w)
     grad_f = torch.func.grad(f)
@@ -708,7 +696,7 @@ def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto") ->
 
 def _target_losses(model: nn.Module, datas) -> list:
     """f_j(w) = L_n of target j as functions of the flat parameter vector (per-history data)."""
-    return [_flat_loss(model, history_nll, d)[0] for d in datas]
+    return [flat_loss(model, history_nll, d)[0] for d in datas]
 
 
 def measure_constants(model: nn.Module, dial: Dial) -> dict:
@@ -816,132 +804,6 @@ def _lemma_ratios(model: nn.Module, support: Support, dial: Dial, max_chains: in
                 sample = float((g0 - torch.func.grad(fs[j + 1])(w)).norm())
                 out.append(sample / constants(probe, support.modes, chi).delta)
     return np.array(out)
-
-
-# ---------------------------------------------------------------------------
-# λ̂ of the local quadratic model: what the dial measures when the prior dominates
-# ---------------------------------------------------------------------------
-
-@dataclass
-class LocalQuadratic:
-    """The second-order Taylor model of each target's empirical loss at w*,
-    L_n^(k)(w* + u) ≈ L_n^(k)(w*) + g_kᵀu + ½uᵀH_k u: ``eigenvalues[k]`` (d,) of H_k (ascending)
-    and ``gradient[k]`` (d,) the coordinates of g_k in H_k's eigenvectors (k = 0: q, then one
-    per χ, in the order of :func:`history_data`)."""
-
-    eigenvalues: np.ndarray
-    gradient: np.ndarray
-
-    @property
-    def dimension(self) -> int:
-        return int(self.eigenvalues.shape[-1])
-
-    @property
-    def curvature(self) -> float:
-        """The largest |Hessian eigenvalue| over the targets: the stiffest direction a step must resolve."""
-        return float(np.max(np.abs(self.eigenvalues)))
-
-    def llc(self, k: int, *, nbeta: float, gamma: float, eps: float | None = None, burn_in: int = 0,
-            draws: int | None = None) -> float:
-        """:func:`quadratic_llc` of target k."""
-        return quadratic_llc(self.eigenvalues[k], self.gradient[k], nbeta=nbeta, gamma=gamma, eps=eps,
-                             burn_in=burn_in, draws=draws)
-
-
-def local_quadratics(model: nn.Module, datas, max_dimension: int = 6000) -> LocalQuadratic:
-    """Hessians and gradients at the model's parameters w* of the empirical losses of ``datas``
-    (per-history data (rows, W_k), :func:`history_data`; loss :func:`history_nll`), as
-    :class:`LocalQuadratic`. Dense Hessians by reverse-over-reverse differentiation (d² entries
-    each; refused above ``max_dimension`` parameters before any work), one torch thread."""
-    d = sum(p.numel() for p in model.parameters())
-    if d > max_dimension:
-        raise ValueError(f"local_quadratics forms dense {d} × {d} Hessians; the model has more than "
-                         f"max_dimension = {max_dimension} parameters")
-    import scipy.linalg
-
-    eigenvalues, gradient = [], []
-    with torch_threads(1):
-        for data in datas:
-            f, w0 = _flat_loss(model, history_nll, data)
-            w0 = w0.detach().to(torch.float64)
-            H = torch.func.jacrev(torch.func.jacrev(f))(w0).detach().numpy()
-            g = torch.func.grad(f)(w0).detach().numpy()
-            ev, Q = scipy.linalg.eigh(0.5 * (H + H.T), driver="evd")          # divide and conquer: the fastest here
-            eigenvalues.append(ev)
-            gradient.append(Q.T @ g)
-    return LocalQuadratic(np.array(eigenvalues), np.array(gradient))
-
-
-def _power_sums(x: np.ndarray, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """S1 = Σ_t r^t and S2 = Σ_t r^{2t} over t = start..start + count − 1, with r = 1 − x,
-    computed through log1p/expm1 where 0 < r (so that a tiny x keeps its digits)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = []
-    for power, one_minus in ((1, x), (2, x * (2 - x))):
-        with np.errstate(all="ignore"):
-            smooth = x < 1
-            log_rho = power * np.log1p(-np.where(smooth, x, 0.0))
-            head = np.where(smooth, np.exp(start * log_rho), np.power((1 - x) ** power, start))
-            tail = np.where(smooth, -np.expm1(count * log_rho), 1 - np.power((1 - x) ** power, count))
-            s = np.where(one_minus == 0, float(count), head * tail / np.where(one_minus == 0, 1.0, one_minus))
-        out.append(s)
-    return out[0], out[1]
-
-
-def quadratic_llc(eigenvalues, gradient, *, nbeta: float, gamma: float, eps: float | None = None,
-                  burn_in: int = 0, draws: int | None = None) -> float:
-    """λ̂ = nβ (E[L_n(w)] − L_n(w*)) when L_n is its Taylor model at w*, L_n(w* + u) − L_n(w*) =
-    gᵀu + ½uᵀHu (``eigenvalues`` h_i of H, ``gradient`` g̃ = g in H's eigenbasis), under the
-    localised tempered posterior of Chen & Murfet §2.4 (eq. 12's SGLD). With a_i = nβh_i + γ:
-
-    * ``eps`` None: the posterior itself (Gaussian, precision nβH + γ, mean −nβ(nβH + γ)⁻¹g),
-
-          λ̂ = ½ Σ_i nβh_i / a_i − ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i²       (NaN unless every a_i > 0);
-
-    * ``eps`` given, ``draws`` None: SGLD's stationary law at step ε (per direction the mean
-      −nβg̃_i/a_i and the variance 1/(a_i (1 − εa_i/4)); NaN unless 0 < εa_i < 4);
-    * ``eps`` and ``draws`` given: the expectation of the estimator SGLD computes, chains started
-      at w* and the loss averaged over steps t = burn_in..draws − 1: per direction the mean
-      m_t = b(1 − r^t)/(1 − r) and the variance v_t = ε(1 − r^{2t})/(1 − r²), with r = 1 − εa_i/2
-      and b = −εnβg̃_i/2, so that E[L_n(w_t) − L_n(w*)] = Σ_i g̃_i m_t + ½h_i(m_t² + v_t).
-
-    Exact for a quadratic loss; for a model, a prediction whose error is the loss's Taylor
-    remainder over the region the chains visit."""
-    h = np.asarray(eigenvalues, dtype=np.float64)
-    g = np.asarray(gradient, dtype=np.float64)
-    if h.shape != g.shape or h.ndim != 1:
-        raise ValueError(f"eigenvalues and gradient must be vectors of one length; got {h.shape} and {g.shape}")
-    nbeta, gamma = float(nbeta), float(gamma)
-    a = nbeta * h + gamma
-    if eps is None:
-        if draws is not None or burn_in:
-            raise ValueError("a finite run (draws, burn_in) needs its step 'eps'")
-        if np.any(a <= 0):
-            return float("nan")
-        return float(0.5 * np.sum(nbeta * h / a) - 0.5 * nbeta ** 2 * np.sum(g ** 2 * (nbeta * h + 2 * gamma) / a ** 2))
-    eps = float(eps)
-    x = eps * a / 2                                       # r = 1 − x per direction
-    b = -eps * nbeta * g / 2
-    if draws is None:
-        if np.any((x <= 0) | (x >= 2)):
-            return float("nan")
-        mean = b / x
-        return float(nbeta * np.sum(g * mean + 0.5 * h * (mean ** 2 + eps / (x * (2 - x)))))
-    burn_in, draws = int(burn_in), int(draws)
-    T = draws - burn_in
-    if burn_in < 0 or T < 1:
-        raise ValueError(f"need 0 <= burn_in < draws; got burn_in = {burn_in}, draws = {draws}")
-    squares = lambda m: m * (m + 1) * (2 * m + 1) / 6.0          # Σ_{t ≤ m} t²
-    sum_t, sum_t2 = T * (burn_in + draws - 1) / 2.0, squares(draws - 1.0) - squares(burn_in - 1.0)
-    S1, S2 = _power_sums(x, burn_in, T)
-    zero = x == 0
-    xs = np.where(zero, 1.0, x)
-    with np.errstate(all="ignore"):
-        sum_m = np.where(zero, b * sum_t, b * (T - S1) / xs)
-        sum_m2 = np.where(zero, b ** 2 * sum_t2, b ** 2 * (T - 2 * S1 + S2) / xs ** 2)
-        flat = zero | (x == 2)                                # r² = 1: v_t = εt
-        sum_v = np.where(flat, eps * sum_t, eps * (T - S2) / np.where(flat, 1.0, x * (2 - x)))
-    return float(nbeta / T * np.sum(g * sum_m + 0.5 * h * (sum_m2 + sum_v)))
 
 
 # ---------------------------------------------------------------------------
@@ -1076,7 +938,7 @@ def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta
     every temperature and the run's length in relaxation times (:func:`dial_schedule`); the
     coupled chains (:func:`resolution_dial`, nβ = factor · ``nbeta_star``); each target's
     λ̂ predicted from the quadratic model at the same ε, burn-in and length
-    (:func:`quadratic_llc`); and the verdict on χ*(β) at the fixed ``tolerance``
+    (:func:`lib.local_quadratic.quadratic_llc`); and the verdict on χ*(β) at the fixed ``tolerance``
     (:func:`resolve`, :func:`chi_star_band`, :func:`monotone_verdict`). ``quadratic``: the
     :class:`LocalQuadratic` of the same model, cutoffs, n and seed, if already computed (another
     dial's ``quadratic``)."""
@@ -1116,7 +978,8 @@ class TheoremChecks:
     steps and cells with the run's constants (at most 1 by induction from the one-step inequality,
     since δ and M are the run's maxima); ``separation_violations_lanczos`` the points above the
     bound with the Lanczos M alone; ``llc_ratio[b, j, c]`` Theorem 7.4's bound over the measured
-    |λ̂_c(q) − λ̂_c(q^(χ_j))| per chain (NaN where a chain diverged)."""
+    |λ̂_c(q) − λ̂_c(q^(χ_j))| per chain (NaN where a chain diverged), and ``gap_share[b, j, c]`` the
+    share of that bound that its 2nβε term makes up."""
 
     constants: dict
     hypotheses: list
@@ -1125,6 +988,7 @@ class TheoremChecks:
     separation_ratio: float
     separation_violations_lanczos: int
     llc_ratio: np.ndarray
+    gap_share: np.ndarray
 
     @property
     def llc_violations(self) -> int:
@@ -1142,6 +1006,7 @@ def theorem_checks(model: nn.Module, experiment: DialExperiment) -> TheoremCheck
     below = [j for j, chi in enumerate(dial.chis) if chi < max(dial.chis)]
     hyp, ratio, points, lanczos = [], 0.0, 0, 0
     llc_ratio = np.full((len(dial.nbetas), len(below), dial.diff.shape[-1]), np.nan)
+    gap_share = np.full_like(llc_ratio, np.nan)
     for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
         hyp.append(contraction(eps=e, gamma=gamma, nbeta=nb, M=cst["M"]))
         for i, j in enumerate(below):
@@ -1160,7 +1025,8 @@ def theorem_checks(model: nn.Module, experiment: DialExperiment) -> TheoremCheck
                     theorem = llc_difference_bound(nbeta=nb, K=cst["K"], mean_separation=float(sep.mean()),
                                                    eps_insensitivity=cst["eps"][b, j])
                     llc_ratio[b, i, c] = theorem / measured if measured > 0 else np.inf
-    return TheoremChecks(cst, hyp, one_step_violations(dial), points, ratio, lanczos, llc_ratio)
+                    gap_share[b, i, c] = 2 * nb * cst["eps"][b, j] / theorem if theorem > 0 else np.nan
+    return TheoremChecks(cst, hyp, one_step_violations(dial), points, ratio, lanczos, llc_ratio, gap_share)
 
 
 @dataclass
@@ -1217,115 +1083,3 @@ def a_priori_bounds(model: nn.Module, support: Support, experiment: DialExperime
     idx = [dial.chis.index(c) for c in chis]
     return APrioriBound(chis, list(experiment.beta_factors), bound, contracts, dial.llc_se[:, 0],
                         np.abs(dial.mean[:, idx]), experiment.tolerance)
-
-
-# ---------------------------------------------------------------------------
-# §7.1: a transformer as a sequence of models, one per position
-# ---------------------------------------------------------------------------
-
-@dataclass
-class PerPositionLLC:
-    """:func:`per_position_llc`: for each position t (``positions[i]``), ``llc[i]`` = λ̂_t,
-    ``se[i]`` its standard error over chains, ``init_loss[i]`` = L_t(w*), and ``results[i]``
-    the full :class:`lib.llc.LLCResult` (traces, per-chain λ̂, diagnostics: ESS, split R̂,
-    MALA acceptance, divergent chains); ``settings`` the SGLD setting shared by every
-    position; ``seconds`` the wall time of all positions."""
-
-    positions: list
-    llc: np.ndarray
-    se: np.ndarray
-    init_loss: np.ndarray
-    results: list
-    settings: dict
-    seconds: float
-
-    def diagnostics(self) -> list[dict]:
-        """Per position: R̂, smallest ESS, mean MALA acceptance, number of divergent chains."""
-        return [{"position": t, "rhat": float(r.diagnostics["rhat"]), "min_ess": float(np.min(r.diagnostics["ess"])),
-                 "mala_acceptance": float(np.nanmean(r.diagnostics["mala_acceptance"])),
-                 "divergent": len(r.diagnostics["divergent"])} for t, r in zip(self.positions, self.results)]
-
-    def rows(self) -> list[dict]:
-        """The table of the positions: λ̂_t ± s.e., L_t(w*) and the chains' mixing."""
-        return [{"t": t, "λ̂_t": lam, "s.e.": se, "L_t(w*)": init, "R̂": d["rhat"], "min ESS": d["min_ess"],
-                 "divergent": d["divergent"]}
-                for t, lam, se, init, d in zip(self.positions, self.llc, self.se, self.init_loss, self.diagnostics())]
-
-    def spread(self) -> dict:
-        """The largest minus the smallest λ̂_t, paired over chains (the positions share chains,
-        minibatches and noise): positions, mean difference, its standard error, chains."""
-        lo, hi = int(np.argmin(self.llc)), int(np.argmax(self.llc))
-        paired = self.results[hi].per_chain - self.results[lo].per_chain
-        return {"high": self.positions[hi], "low": self.positions[lo], "difference": float(np.mean(paired)),
-                "se": float(np.std(paired, ddof=1) / np.sqrt(len(paired))), "chains": len(paired)}
-
-
-def _causal_logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """(B, T, V) logits of a causal LM: a ``transformers`` model (called with ``input_ids`` and
-    no key/value cache) or any module mapping ids to logits (a tensor or an output with ``.logits``)."""
-    config = getattr(model, "config", None)
-    out = model(input_ids=ids, use_cache=False) if config is not None and hasattr(config, "vocab_size") else model(ids)
-    return getattr(out, "logits", out)
-
-
-def last_token_loss(model: nn.Module, batch) -> torch.Tensor:
-    """Per-window −log p(ids[:, −1] | ids[:, :−1], w): the loss of the last token of each
-    (truncated) window, shape (B,). With windows truncated to ids[:, :t+1] this is the
-    per-position loss ℓ_t of :func:`per_position_llc`."""
-    (ids,) = batch
-    logits = _causal_logits(model, ids[:, :-1])[:, -1]
-    return torch.nn.functional.cross_entropy(logits.float() if logits.dtype in (torch.float16, torch.bfloat16)
-                                             else logits, ids[:, -1], reduction="none")
-
-
-def _check_positions(positions, T: int) -> list[int]:
-    msg = (f"parameter 'positions' must be a non-empty list of distinct integers t in [1, {T - 1}] "
-           f"(the predicted token's index in windows of length T = {T}; t = 0 has no history); got {positions!r}")
-    if isinstance(positions, (int, np.integer)) or not isinstance(positions, (list, tuple, np.ndarray, range)):
-        raise llc.LLCInputError(msg)
-    out = list(positions)
-    if not out or len(set(out)) != len(out) or any(
-            isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= T - 1 for t in out):
-        raise llc.LLCInputError(msg)
-    return [int(t) for t in out]
-
-
-def per_position_llc(model: nn.Module, data, positions, **sgld) -> PerPositionLLC:
-    """The LLC of each position's model of a causal language model (Chen & Murfet §7.1).
-
-    A causal LM with parameter w is a sequence of conditional models, one per position: for
-    windows y = (y_0, …, y_{T−1}), position t ∈ [1, T−1] is the model p(y_t | y_<t, w) of the
-    t-th token given the t tokens before it, all sharing w. Its empirical loss on the n windows
-    of ``data`` (a (n, T) token tensor, or the 1-tuple ``(ids,)`` of :func:`lib.llc.estimate_llc`) is
-
-        L_t(w) = −(1/n) Σ_i log p(y_t^(i) | y_<t^(i), w),
-
-    and the whole-window loss of ``lib.models.causal_lm.sequence_loss`` is their mean over
-    t = 1..T−1. For each t in ``positions`` this estimates λ̂_t = nβ (E[L_t] − L_t(w*)) with
-    :func:`lib.llc.estimate_llc` at the model's parameters w*: the data of position t are the
-    windows truncated to y_0..y_t (a causal model's prediction of y_t reads no later token) and
-    the loss is :func:`last_token_loss`.
-
-    ``sgld``: the keyword arguments of :func:`lib.llc.estimate_llc` (``gamma``, ``eps``,
-    ``chains``, ``draws``, ``burn_in``, ``batch_size``, ``seed``; optional ``nbeta``, default
-    n/log n with n the number of windows, ``device``, ``progress``, …), one setting for every
-    position: the same n, nβ, γ, ε, chains, draws and seed, hence the same minibatch indices
-    and the same injected noise at every position, so the positions differ only in their loss.
-    ``positions`` is checked before any sampling (:class:`lib.llc.LLCInputError`). A
-    ``transformers`` model should use eager attention under ``vmap``
-    (``model.config._attn_implementation = "eager"``, as the chapter "LLC" does).
-    """
-    ids = data[0] if isinstance(data, (tuple, list)) and len(data) == 1 else data
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype.is_floating_point or ids.shape[1] < 2:
-        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise llc.LLCInputError(f"parameter 'data' must be an integer token tensor of shape (n, T), T >= 2, or the "
-                                f"tuple (ids,); got {shape}")
-    positions = _check_positions(positions, ids.shape[1])
-    if "loss_fn" in sgld or "data" in sgld:
-        raise llc.LLCInputError("per_position_llc sets 'loss_fn' and 'data' itself; pass only SGLD settings")
-    sgld = {"progress": False, **sgld}
-    t0 = time.perf_counter()
-    results = [llc.estimate_llc(model, last_token_loss, (ids[:, :t + 1].contiguous(),), **sgld) for t in positions]
-    return PerPositionLLC(positions, np.array([r.llc for r in results]), np.array([r.se for r in results]),
-                          np.array([r.init_loss for r in results]), results, dict(results[0].settings),
-                          time.perf_counter() - t0)

@@ -9,6 +9,7 @@ from lib import conditional_models as cm
 from lib import insensitivity as ins
 from lib import languages as L
 from lib import llc, llc_theorems as th
+from lib import local_quadratic as lq
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def test_curvature_matches_a_dense_hessian(ladder):
     model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
     (x, y), _ = th.coupled_data(ladder, 1, 300, seed=0)
     c = th.curvature(model, th.nll, (x, y), tol=1e-10, smallest=True)
-    f, w0 = th._flat_loss(model, th.nll, (x, y))
+    f, w0 = lq.flat_loss(model, th.nll, (x, y))
     H = torch.autograd.functional.hessian(f, w0).numpy()
     ev = np.linalg.eigvalsh(0.5 * (H + H.T))
     top = ev[np.argmax(np.abs(ev))]
@@ -69,8 +70,8 @@ def test_measured_separation_lies_below_the_bound_on_a_small_case(ladder):
     # full batch: δ is the gradient difference of the two empirical losses and M the Hessian's norm, both at
     # w*; twice each stands in for their sup over the small region these short, strongly localised chains visit
     c = th.curvature(model, th.nll, data_b)
-    f_a, w0 = th._flat_loss(model, th.nll, data_a)
-    f_b, _ = th._flat_loss(model, th.nll, data_b)
+    f_a, w0 = lq.flat_loss(model, th.nll, data_a)
+    f_b, _ = lq.flat_loss(model, th.nll, data_b)
     delta = float(torch.linalg.norm(torch.func.grad(f_a)(w0) - torch.func.grad(f_b)(w0)))
     bound = th.separation_bound(np.arange(1, kw["draws"] + 1), eps=kw["eps"], gamma=kw["gamma"],
                                 nbeta=kw["nbeta"], M=2 * c.spectral_norm, delta=2 * delta)
@@ -148,76 +149,6 @@ def test_critical_points_at_the_rank_are_those_of_L(ladder):
     assert cp.extreme[-1] == pytest.approx(cp.extreme_q, rel=1e-4)
     assert abs(cp.grad_norm[0] - cp.grad_norm_q) > 1e-6 * cp.grad_norm_q
     assert np.all(cp.smallest <= cp.extreme + 1e-9)
-
-
-# ----- §7.1: per-position LLCs of a causal language model -----------------------------------
-
-class _Bigram(torch.nn.Module):
-    """A causal LM whose logits at each position read only the current token: p(y_t | y_<t) = p(y_t | y_{t−1})."""
-
-    def __init__(self, V: int, seed: int = 0):
-        super().__init__()
-        g = torch.Generator().manual_seed(seed)
-        self.table = torch.nn.Parameter(torch.randn(V, V, generator=g, dtype=torch.float64))
-        self.calls = 0
-
-    def forward(self, ids):
-        self.calls += 1
-        return self.table[ids]
-
-
-def _windows(n=64, T=8, V=5, seed=0):
-    return torch.randint(0, V, (n, T), generator=torch.Generator().manual_seed(seed))
-
-
-_SGLD = dict(gamma=100.0, eps=1e-3, chains=3, draws=40, burn_in=10, batch_size=16, seed=0)
-
-
-def test_per_position_llc_shapes_and_the_loss_it_defines():
-    ids, model = _windows(), _Bigram(5)
-    res = th.per_position_llc(model, (ids,), [1, 4, 7], **_SGLD)
-    assert res.positions == [1, 4, 7] and res.llc.shape == res.se.shape == res.init_loss.shape == (3,)
-    assert len(res.results) == 3 and all(r.per_chain.shape == (3,) and r.loss.shape == (3, 30) for r in res.results)
-    assert [d["position"] for d in res.diagnostics()] == [1, 4, 7] and np.all(np.isfinite(res.llc))
-    assert res.settings["n"] == 64 and res.settings["nbeta"] == pytest.approx(64 / np.log(64))
-    with torch.no_grad():
-        logp = torch.log_softmax(model.table[ids[:, :-1]], -1)                    # (n, T − 1, V): predicts ids[:, 1:]
-        direct = -logp.gather(-1, ids[:, 1:, None])[..., 0].mean(0)               # L_t(w*) for t = 1..T − 1
-    assert np.allclose(res.init_loss, direct[[0, 3, 6]].numpy(), rtol=1e-12, atol=0)
-    every = th.per_position_llc(model, ids, range(1, 8), **{**_SGLD, "draws": 11})
-    assert np.mean(every.init_loss) == pytest.approx(float(direct.mean()), rel=1e-12)   # the sequence loss: their mean
-
-
-def test_per_position_llc_is_deterministic():
-    ids, model = _windows(), _Bigram(5)
-    a = th.per_position_llc(model, (ids,), [2, 5], **_SGLD)
-    b = th.per_position_llc(model, (ids,), [2, 5], **_SGLD)
-    assert all(np.array_equal(x.per_chain, y.per_chain) for x, y in zip(a.results, b.results))
-    c = th.per_position_llc(model, (ids,), [2, 5], **{**_SGLD, "seed": 1})
-    assert not np.array_equal(a.results[0].per_chain, c.results[0].per_chain)
-
-
-@pytest.mark.parametrize("positions", [[0, 3], [3, 8], [2, 2], [], [1.5], 3, [True]])
-def test_per_position_llc_rejects_invalid_positions_before_sampling(positions):
-    ids, model = _windows(), _Bigram(5)
-    with pytest.raises(llc.LLCInputError, match=r"parameter 'positions' must .* \[1, 7\]"):
-        th.per_position_llc(model, (ids,), positions, **_SGLD)
-    assert model.calls == 0                                                       # nothing was run
-
-
-def test_positions_with_the_same_bigrams_have_the_same_llc():
-    """By construction: the bigram model's L_t depends on the columns (t − 1, t) of the windows only. Copy
-    columns (1, 2) into (5, 6): L_2 ≡ L_6 as functions of w, and with the same chains, minibatches and noise
-    at every position λ̂_2 = λ̂_6 chain by chain, bit for bit. Positions 3 and 7 (their neighbours, which an
-    off-by-one would compare) and position 4 keep different data and get different estimates."""
-    ids = _windows(n=64, T=8, V=5, seed=3)
-    ids[:, 5:7] = ids[:, 1:3]
-    assert not torch.equal(ids[:, 2:4], ids[:, 6:8]) and not torch.equal(ids[:, 0:2], ids[:, 4:6])
-    res = th.per_position_llc(_Bigram(5, seed=1), (ids,), [2, 6, 3, 7, 4], **_SGLD)
-    same, other = res.results[0].per_chain, res.results[1].per_chain
-    assert np.array_equal(same, other) and res.init_loss[0] == res.init_loss[1]
-    assert not np.array_equal(res.results[2].per_chain, res.results[3].per_chain)
-    assert not np.array_equal(res.results[4].per_chain, same)
 
 
 # ----- the (χ, β) grid: per-history loss, one batched state, measurements along the run ------
@@ -449,76 +380,11 @@ def test_secant_quotient_from_positions_kept_at_every_step(ladder, small_model):
 
 # ----- the quadratic prediction of λ̂ -------------------------------------------------------------
 
-def _recursion(h, g, nbeta, gamma, eps, burn_in, draws):
-    """The mean and variance of SGLD on a quadratic loss, step by step (per eigendirection), and the estimator's mean."""
-    a = nbeta * h + gamma
-    m, v, total = np.zeros_like(h), np.zeros_like(h), 0.0
-    for t in range(draws):
-        if t >= burn_in:
-            total += np.sum(g * m + 0.5 * h * (m ** 2 + v))
-        m = (1 - eps * a / 2) * m - eps * nbeta * g / 2
-        v = (1 - eps * a / 2) ** 2 * v + eps
-    return nbeta * total / (draws - burn_in)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 6), st.floats(1.0, 200.0), st.floats(0.5, 50.0), st.floats(1e-5, 0.5), st.integers(0, 30),
-       st.integers(1, 60), st.integers(0, 2 ** 31 - 1))
-def test_quadratic_llc_equals_the_step_by_step_recursion(d, nbeta, gamma, step, burn_in, length, seed):
-    rng = np.random.default_rng(seed)
-    h = rng.normal(0.0, 1.0, d) * rng.choice([1e-3, 1.0, 10.0], d)
-    g = rng.normal(0.0, 1.0, d)
-    eps = step / (nbeta * np.max(np.abs(h)) + gamma)              # every direction stable: 0 < εa < 4
-    want = _recursion(h, g, nbeta, gamma, eps, burn_in, burn_in + length)
-    got = th.quadratic_llc(h, g, nbeta=nbeta, gamma=gamma, eps=eps, burn_in=burn_in, draws=burn_in + length)
-    assert got == pytest.approx(want, rel=1e-8, abs=1e-10)
-
-
-def test_quadratic_llc_limits_and_a_flat_direction():
-    h, g = np.array([0.0, 0.5, 4.0]), np.array([0.0, 0.3, -0.2])
-    nb, gam = 100.0, 20.0
-    a = nb * h + gam
-    laplace = 0.5 * np.sum(nb * h / a) - 0.5 * nb ** 2 * np.sum(g ** 2 * (nb * h + 2 * gam) / a ** 2)
-    assert th.quadratic_llc(h, g, nbeta=nb, gamma=gam) == pytest.approx(laplace, rel=1e-14)
-    assert th.quadratic_llc(h, g, nbeta=nb, gamma=gam, eps=1e-9) == pytest.approx(laplace, rel=1e-7)
-    # a long run at a small step approaches the stationary law, which approaches the posterior
-    assert th.quadratic_llc(h, g, nbeta=nb, gamma=gam, eps=1e-5, burn_in=10 ** 6, draws=10 ** 7) == pytest.approx(
-        th.quadratic_llc(h, g, nbeta=nb, gamma=gam, eps=1e-5), rel=1e-9)
-    # regular directions only, no gradient, γ → 0: each curved direction adds ½ (the learning coefficient d/2)
-    assert th.quadratic_llc(np.array([1.0, 2.0, 3.0]), np.zeros(3), nbeta=1e6, gamma=1e-6) == pytest.approx(1.5, rel=1e-9)
-    # the prior dominates (nβh ≪ γ): a curvature trace nβ tr(H) / 2γ
-    assert th.quadratic_llc(np.array([1.0, 2.0]), np.zeros(2), nbeta=1.0, gamma=1e6) == pytest.approx(1.5e-6, rel=1e-5)
-    assert np.isnan(th.quadratic_llc(np.array([-1.0]), np.zeros(1), nbeta=100.0, gamma=10.0))      # improper
-    assert np.isnan(th.quadratic_llc(np.array([1.0]), np.zeros(1), nbeta=1.0, gamma=1.0, eps=5.0))    # unstable
-    # a zero curvature of the whole potential (a = 0): the mean drifts linearly and the variance grows linearly
-    zero = th.quadratic_llc(np.array([-0.1]), np.array([0.2]), nbeta=10.0, gamma=1.0, eps=0.01, burn_in=3, draws=9)
-    assert zero == pytest.approx(_recursion(np.array([-0.1]), np.array([0.2]), 10.0, 1.0, 0.01, 3, 9), rel=1e-12)
-    with pytest.raises(ValueError, match="eps"):
-        th.quadratic_llc(h, g, nbeta=nb, gamma=gam, draws=10)
-
-
-def test_quadratic_llc_against_simulated_chains():
-    """Many SGLD chains on a quadratic loss, simulated with noise: the estimator's mean within 4 s.e. of the formula."""
-    rng = np.random.default_rng(1)
-    h, g = np.array([0.02, 1.0, 5.0]), np.array([0.1, -0.05, 0.2])
-    nb, gam, eps, burn_in, draws, C = 50.0, 10.0, 2e-3, 40, 400, 4000
-    u, per_chain = np.zeros((C, 3)), np.zeros(C)
-    for t in range(draws):
-        if t >= burn_in:
-            per_chain += u @ g + 0.5 * (u ** 2) @ h
-        u = u - eps / 2 * (nb * (g + h * u) + gam * u) + np.sqrt(eps) * rng.standard_normal((C, 3))
-    per_chain *= nb / (draws - burn_in)
-    want = th.quadratic_llc(h, g, nbeta=nb, gamma=gam, eps=eps, burn_in=burn_in, draws=draws)
-    assert abs(per_chain.mean() - want) < 4 * per_chain.std(ddof=1) / np.sqrt(C)
-    assert abs(per_chain.mean() - th.quadratic_llc(h, -g * 3, nbeta=nb, gamma=gam, eps=eps, burn_in=burn_in,
-                                                   draws=draws)) > 10 * per_chain.std(ddof=1) / np.sqrt(C)
-
-
 def test_local_quadratics_match_a_dense_hessian(ladder, small_model):
     rows, W = th.history_data(ladder, [1, ladder.modes.rank], 300, seed=0)
-    quad = th.local_quadratics(small_model, [(rows, W[k]) for k in range(W.shape[0])])
+    quad = lq.local_quadratics(small_model, [(rows, W[k]) for k in range(W.shape[0])])
     for k in range(W.shape[0]):
-        f, w0 = th._flat_loss(small_model, th.history_nll, (rows, W[k]))
+        f, w0 = lq.flat_loss(small_model, th.history_nll, (rows, W[k]))
         H = torch.autograd.functional.hessian(f, w0).numpy()
         g = torch.func.grad(f)(w0).numpy()
         ev, Q = np.linalg.eigh(H)
@@ -528,7 +394,7 @@ def test_local_quadratics_match_a_dense_hessian(ladder, small_model):
     assert quad.dimension == small_model_dimension(small_model)
     assert quad.curvature == pytest.approx(np.max(np.abs(quad.eigenvalues)))
     with pytest.raises(ValueError, match="max_dimension"):
-        th.local_quadratics(small_model, [(rows, W[0])], max_dimension=5)
+        lq.local_quadratics(small_model, [(rows, W[0])], max_dimension=5)
 
 
 def small_model_dimension(model):
@@ -543,7 +409,7 @@ def test_the_quadratic_prediction_holds_where_the_prior_dominates(ladder, small_
                             relaxations=16, chains=6, seed=0, tolerance=0.5, measure=False)
     measured = np.nanmean(ex.dial.per_chain, axis=-1)
     assert np.all(np.abs(measured - ex.predicted) <= 5 * ex.dial.llc_se + 0.05 * np.abs(ex.predicted))
-    curvature_only = th.quadratic_llc(ex.quadratic.eigenvalues[1], 0 * ex.quadratic.gradient[1], nbeta=ex.dial.nbetas[1],
+    curvature_only = lq.quadratic_llc(ex.quadratic.eigenvalues[1], 0 * ex.quadratic.gradient[1], nbeta=ex.dial.nbetas[1],
                                       gamma=1e4, eps=ex.schedule["eps"], burn_in=ex.schedule["burn_in"],
                                       draws=ex.schedule["draws"])
     assert abs(measured[1, 1] - curvature_only) > 5 * ex.dial.llc_se[1, 1] + 0.05 * abs(curvature_only)
@@ -620,7 +486,7 @@ def test_dial_experiment_slope_and_saturation_by_hand():
     nbetas = [10.0, 20.0, 40.0]
     def fake(llc_q):
         dial = th.Dial([1, 2], nbetas, None, np.asarray(llc_q, float), None, None, None, [], None, {}, 0.0)
-        quad = th.LocalQuadratic(np.array([[0.0, 1.0, 3.0, 6.0]]), np.zeros((1, 4)))
+        quad = lq.LocalQuadratic(np.array([[0.0, 1.0, 3.0, 6.0]]), np.zeros((1, 4)))
         return th.DialExperiment("m", 50.0, [1, 2, 4], {}, dial, quad, None, None, [], "", 0.5, 2.0)
     assert fake([1.0, 2.0, 4.0]).llc_slope() == pytest.approx(1.0)
     assert fake([3.0, 3.0, 3.0]).llc_slope() == pytest.approx(0.0, abs=1e-12)
@@ -725,17 +591,6 @@ def test_mixing_diagnostics_of_the_grid(small_dial):
 
 
 def test_critical_points_best_ratio_and_rows():
-    cp = th.CriticalPoints([1, 3, 12], np.array([0.5, 0.2, 1.0]), np.array([-1.0, 0.0, 0.5]), np.zeros(3), 1.0, 0.5, 0.0)
-    assert cp.best_ratio == pytest.approx(0.2)                        # the rank (12) is left out
-    assert [r["ratio to L's"] for r in cp.rows()] == pytest.approx([0.5, 0.2, 1.0])
-
-
-def test_per_position_spread_by_hand():
-    class R:
-        def __init__(self, per_chain):
-            self.per_chain = np.asarray(per_chain, float)
-    pos = th.PerPositionLLC([1, 4, 9], np.array([2.0, 5.0, 1.0]), np.zeros(3), np.zeros(3),
-                            [R([2, 2, 2]), R([5, 6, 4]), R([1, 2, 0])], {}, 0.0)
-    s = pos.spread()
-    assert (s["high"], s["low"], s["chains"]) == (4, 9, 3)
-    assert s["difference"] == pytest.approx(4.0) and s["se"] == pytest.approx(0.0)
+    cp = th.CriticalPoints([1, 3, 12], np.array([0.5, 0.2, 0.05]), np.array([-1.0, 0.0, 0.5]), np.zeros(3), 1.0, 0.5, 0.0)
+    assert cp.best_ratio == pytest.approx(0.2)                        # the rank (12), smaller here, is left out
+    assert [r["ratio to L's"] for r in cp.rows()] == pytest.approx([0.5, 0.2, 0.05])
