@@ -594,3 +594,17 @@ def test_critical_points_best_ratio_and_rows():
     cp = th.CriticalPoints([1, 3, 12], np.array([0.5, 0.2, 0.05]), np.array([-1.0, 0.0, 0.5]), np.zeros(3), 1.0, 0.5, 0.0)
     assert cp.best_ratio == pytest.approx(0.2)                        # the rank (12), smaller here, is left out
     assert [r["ratio to L's"] for r in cp.rows()] == pytest.approx([0.5, 0.2, 0.05])
+
+
+def test_prediction_holds_and_ratio_by_hand():
+    """Within z s.e. + 10% of the prediction's size: 104 ± 0 vs 100 holds, 111 does not; 1.2 ± 0.1 (s.e. 0.1/√2 · ...)
+    against 1.0 holds only through its standard error."""
+    per_chain = np.array([[[104.0, 104.0], [111.0, 111.0], [1.1, 1.3], [1.5, 1.5]]])      # (B=1, K=4, C=2)
+    dial = th.Dial([1, 2, 3], [10.0], None, per_chain[:, 0].mean(-1), None, None, None, [], None, {}, 0.0,
+                   per_chain=per_chain)
+    predicted = np.array([[100.0, 100.0, 1.0, 1.0]])
+    e = th.DialExperiment("m", 1.0, [1.0], {}, dial, None, predicted, None, [], "", 0.5, 2.0)
+    assert e.prediction_holds().tolist() == [[True, False, True, False]]
+    assert e.prediction_holds(z=0.0).tolist() == [[True, False, False, False]]
+    assert e.prediction_ratio() == pytest.approx([1.04])
+    assert e.prediction_z()[0, 2] == pytest.approx(0.2 / 0.1)
