@@ -333,3 +333,14 @@ def test_entropy_rate_comparison_by_hand(ladder):
     r = modes.rank
     assert out["median_tail_sigma2"] == pytest.approx(np.median(modes.sigma[r // 2:r] ** 2))
     assert out["orders"]["lm"] == pytest.approx(np.log10(out["median_tail_sigma2"]) + 3.0 / np.log(10))
+
+
+def test_delta_along_training_at_every_checkpoint(ladder):
+    run = cm.train(ladder, {"kind": "factored", "hidden": 2, "embed_dim": 3}, n=500, steps=30, seed=2, n_checkpoints=4,
+                   progress=False, use_cache=False)
+    steps, D = ins.delta_along_training(run, ladder)
+    assert steps == sorted(run.checkpoints) and steps[0] == 0 and D.shape == (len(steps), ladder.modes.rank + 1)
+    for i in (0, len(steps) - 1):
+        direct = [ins.constants(run.model(ladder, steps[i]), ladder.modes, chi).delta for chi in (0, 2)]
+        assert D[i, [0, 2]] == pytest.approx(direct, rel=1e-9)
+    assert not np.allclose(D[0], D[-1])                               # training moved δ
