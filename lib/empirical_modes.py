@@ -665,6 +665,36 @@ def snippets_markdown(search: SnippetSearch, tokenizer, counts: SequenceCounts) 
 # ---------------------------------------------------------------------------
 
 PLANTED_COLLECTIVE = ((0.02, 0.015), (0.01, 0.01, 0.012))
+PLANTED_MAX_LENGTH = 4  # k + l of a planted-bigram check (see planted_orders_problem)
+
+
+def require_sweep_order(orders, sweep_order) -> None:
+    """Refuse (:class:`lib.book.parameters.ParameterError`, naming the parameter) a smoothing-sweep
+    order [k, l] that is not the (k, l) of one of ``orders`` ([k, l, threshold] each): the sweep
+    reads the counts and modes computed for that order."""
+    from .book.parameters import ParameterError
+
+    known = [list(o[:2]) for o in orders]
+    if list(sweep_order) not in known:
+        raise ParameterError(f"parameter 'sweep_order': allowed values are the [k, l] of one of the orders {known}; "
+                             f"got {list(sweep_order)!r}")
+
+
+def planted_orders_problem(orders) -> str | None:
+    """Why the (k, l) of :func:`planted_lemma_study` cannot be run, in a sentence, or None.
+
+    The check takes a dense SVD of the planted language's joint over Σ^k × Σ^l. With the default
+    bigrams (two absolute, collective ones of two and three histories) the planted alphabet has
+    |Σ| = 4 + 7k + 4l tokens (background, reserved history and continuation tokens), so
+    k + l = 4 is the longest order whose joint stays within ``lib.languages.DENSE_LIMIT``
+    (|Σ|^(k+l) = 29^4 at (3, 1); 33^5 > 2^24 at (3, 2)). Used by the Examples chapter's
+    declaration (``validate:``), so that a wrong order is refused before any work."""
+    for i, order in enumerate(orders):
+        k, l = order
+        if k + l > PLANTED_MAX_LENGTH:
+            return (f"item [{i}] = {list(order)}: k + l = {k + l} is above {PLANTED_MAX_LENGTH}, the longest planted "
+                    f"joint that stays dense (|Σ|^(k+l) with |Σ| = 4 + 7k + 4l)")
+    return None
 
 
 def planted_lemma_study(orders, n_languages: int, seed: int = 0, background_size: int = 4,

@@ -170,6 +170,23 @@ def effective_rank(d: int, alphabet_size: int, T: int) -> int:
     return max(generic_rank(d, alphabet_size, T, t) for t in range(T))
 
 
+def configurations_problem(configs) -> str | None:
+    """Why the random ISANs [d, |Σ|, T] of :func:`theorem_4_3_table` cannot be built and checked
+    exactly, in a sentence, or None: an alphabet needs |Σ| >= 2 tokens, and the exact checks
+    enumerate Σ^T, so |Σ|^T is held to ``lib.isan.MAX_STRINGS`` = 2^24. Used by the ISAN chapter's
+    declaration (``validate:``), so that a configuration is refused before any work."""
+    from .isan import MAX_STRINGS
+
+    for i, config in enumerate(configs):
+        d, S, T = config
+        if S < 2:
+            return f"item [{i}] = {list(config)}: |Σ| = {S}; an alphabet has at least 2 tokens"
+        if S ** T > MAX_STRINGS:
+            return (f"item [{i}] = {list(config)}: |Σ|^T = {S}^{T} strings is above 2^24, the most that are "
+                    "enumerated exactly (lib.isan.MAX_STRINGS)")
+    return None
+
+
 def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: float = EXACT_RANK_TOL) -> list[dict]:
     """For each (d, |Σ|, T): a random ISAN, its logit ranks (mean-centred and normalised) at
     every t against the generic prediction, the ISAN rebuilt from logit queries alone

@@ -450,3 +450,29 @@ def test_patterns_beat_the_shuffled_null_and_iid_text_does_not():
         em.shuffled_null(text, [0], 30, orders, (2, 1), 0)
     with pytest.raises(ValueError, match="sweep_order"):
         em.shuffled_null(text, [0], 30, orders, (3, 1), 1)
+
+
+def test_planted_orders_problem_names_the_first_order_whose_joint_is_too_large():
+    """Both ways: k + l = 4 passes (the largest dense planted joint), 5 is refused with its index;
+    the bound agrees with the planted alphabet it is derived from (4 + 7k + 4l tokens)."""
+    from lib.empirical_modes import PLANTED_COLLECTIVE, planted_orders_problem
+    from lib.languages import DENSE_LIMIT, planted_language
+
+    assert planted_orders_problem([[1, 1], [3, 1], [2, 2], [1, 3]]) is None
+    assert planted_orders_problem([[1, 1], [3, 2]]).startswith("item [1] = [3, 2]: k + l = 5 is above 4")
+    assert "item [0]" in planted_orders_problem([[1, 4]])
+    for k, l in [(3, 1), (2, 2), (1, 3), (3, 2), (4, 1)]:
+        size = planted_language(k, l, 4, (0.06, 0.03), PLANTED_COLLECTIVE, rng=0).alphabet_size
+        assert size == 4 + 7 * k + 4 * l
+        assert (size ** (k + l) <= DENSE_LIMIT) == (planted_orders_problem([[k, l]]) is None), (k, l)
+
+
+def test_require_sweep_order_refuses_an_order_that_is_not_computed():
+    import pytest
+
+    from lib.book.parameters import ParameterError
+    from lib.empirical_modes import require_sweep_order
+
+    require_sweep_order([[1, 1, 5], [2, 1, 10]], [2, 1])
+    with pytest.raises(ParameterError, match=r"parameter 'sweep_order'.*\[\[1, 1\], \[2, 1\]\]; got \[1, 2\]"):
+        require_sweep_order([[1, 1, 5], [2, 1, 10]], [1, 2])

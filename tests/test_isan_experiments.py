@@ -409,3 +409,14 @@ def test_parity_budget_comparison_and_support_claim_both_ways():
     # for a budget below 2^n/(1−p)
     m = 100
     assert not _decide("isan.c13-budget-support", 0.0 - max(0.0, 1 - m * 0.9 / 2 ** 10))
+
+
+def test_configurations_problem_holds_the_exact_enumeration_limit_both_ways():
+    from lib.isan import MAX_STRINGS
+    from lib.isan_experiments import configurations_problem
+
+    assert configurations_problem([[2, 2, 24], [3, 4, 12], [1, 2, 1]]) is None  # 2^24 and 4^12 = 2^24: at the limit
+    assert configurations_problem([[2, 2, 25]]).startswith("item [0] = [2, 2, 25]: |Σ|^T = 2^25 strings is above 2^24")
+    assert "item [1]" in configurations_problem([[2, 3, 5], [2, 3, 16]])  # 3^16 > 2^24 >= 3^15
+    assert configurations_problem([[2, 3, 15]]) is None and 3 ** 15 <= MAX_STRINGS < 3 ** 16
+    assert configurations_problem([[2, 1, 3]]).endswith("an alphabet has at least 2 tokens")
