@@ -1,6 +1,6 @@
 """Modes of real text: Chen & Murfet's Appendix B method, and the book's weighted variant.
 
-The pipeline (paper, App. B; MATH.md §5):
+The pipeline (paper, App. B; Notation page § Bigrams, and the modes of real text):
 
 1. **Count** (:func:`count_sequences`). Every position of a document where a history
    x ∈ Σ^k is followed by a continuation y ∈ Σ^l gives one co-occurrence c(xy). Keep the
@@ -19,7 +19,7 @@ The pipeline (paper, App. B; MATH.md §5):
    held without densifying as the sparse matrix plus the rank-one term a·d 1ᵀ,
    d(x) = 1/(c(x) + a·N_Y); ``"none"`` is c(xy)/c(x).
 3. **Weighted operator** (:func:`weighted_matrix`, :func:`weighted_modes`): the book's
-   M[y, x] = q(xy)/√q(x) (MATH.md §3) of the empirical joint q(xy) = c(xy)/Σc over kept pairs —
+   M[y, x] = q(xy)/√q(x) (Notation page § The conditional operator) of the empirical joint q(xy) = c(xy)/Σc over kept pairs —
    the matrix of ``lib.modes.Modes.top(counts.joint(), r)``, decomposed by the same rule as P.
 4. **Top components** (:func:`top_components`): the r largest singular triples, by a randomized
    SVD (Halko et al. 2011) when the smaller side exceeds ``RANDOMIZED_ABOVE`` = 5000, else by
@@ -439,7 +439,7 @@ def conditional_modes(counts: SequenceCounts, r: int = 100, alpha: float = 1.0, 
 
 
 def weighted_matrix(counts: SequenceCounts) -> sp.csr_matrix:
-    """The book's M[y, x] = q(xy)/√q(x) (MATH.md §3) of the empirical joint over kept pairs,
+    """The book's M[y, x] = q(xy)/√q(x) (Notation page § The conditional operator) of the empirical joint over kept pairs,
     shape (n_y, n_x) — the same matrix as ``lib.modes.Modes.top(counts.joint(), r).matrix``."""
     J = counts.joint()
     sqrt_q = np.sqrt(np.asarray(J.sum(axis=1)).ravel())
@@ -460,7 +460,7 @@ def weighted_modes(counts: SequenceCounts, r: int = 100, method: str = "auto", s
 
 @dataclass
 class BigramModeCheck:
-    """How exactly a planted (collective) bigram (S, y) is a mode of C_{k,l} (MATH.md §5).
+    """How exactly a planted (collective) bigram (S, y) is a mode of C_{k,l} (Notation page § Bigrams).
 
     Predicted triple: σ = √q(S), u = e_y, ṽ_S ∝ (√q(x))_{x∈S} (unit; Lemma 5.2 when |S| = 1, 5.6).
     cluster     : computed modes whose σ is within ``tol``·σ_0 of the prediction (more than one

@@ -1,4 +1,5 @@
-"""The Hilbert-space picture of a language (Chen & Murfet §4.1–4.2; MATH.md §2).
+"""The Hilbert-space picture of a language (Chen & Murfet §4.1–4.2; the book's
+Notation page, chapters/appendix/notation.md, § Histories, continuations and their inner products).
 
 Fix history and continuation lengths k, l and a joint q(xy) on Σ^k × Σ^l (rows x, columns y,
 ``joint[x, y] = q(xy)``, e.g. ``Language.joint(k, l)``) with q(x) > 0 for every history.
