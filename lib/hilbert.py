@@ -175,6 +175,13 @@ class FunctionSpace:
         return self.conditional.T.copy()
 
 
+LEMMA_CHECKS = {"remark_4_3": r"Remark 4.3: $\sqrt{q(x)}\,e_x$ orthonormal",
+                "lemma_4_5": r"Lemma 4.5: Parseval in $V_k$", "lemma_4_6": "Lemma 4.6: functional to vector",
+                "lemma_4_7": r"Lemma 4.7: $e_x\otimes e_y$ to a function", "roundtrip": "tensor → function → tensor",
+                "lemma_4_8": r"Lemma 4.8: $A_{k+l}$ to $q(\cdot\mid x)$"}
+"""What each error of :func:`lemma_errors` checks, in words (the rows of the chapter's table)."""
+
+
 def lemma_errors(space: "FunctionSpace", tensor=None, conditional=None, rng=None, n_random: int = 8) -> dict:
     """Numerical errors of Remark 4.3 and Lemmas 4.5–4.8 on one FunctionSpace (0 in exact arithmetic).
 
