@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .book.tables import Raw
 from .modes import Modes, compare_history_lengths, planted_mode_errors, truncated_family
 
 MODE_BASIS_MAX_ENTRIES = 2 * 10 ** 7  # the mode basis's Gram matrix has (|Σ^k||Σ^l|)^2 entries: checked up to this
@@ -62,12 +63,16 @@ class CaseErrors:
                  "where": self.worst_case(key)} for key, what in identities.items() if self.cases(key)]
 
 
-IDENTITIES = {"reconstruction": "Σ σ u ṽᵀ = M (the SVD)", "orthonormal_u": "UᵀU = I",
-              "orthonormal_v": "⟨v_α, v_β⟩_V = δ", "lemma_4_10": "Lemma 4.10: Σ_α ρ_α = q(y|x)",
-              "parseval": "Parseval: Σ σ² = ‖q‖²_H", "lemma_4_14": "Lemma 4.14: e_αβ orthonormal",
-              "eq_41": "eq. (41): ⟨q, e_αβ⟩_H = σ_α δ_αβ"}
-ADJOINT = {"adjoint": "⟨Ca, b⟩ = ⟨a, C†b⟩_V (relative)", "gram": "CC† = MMᵀ (relative to σ₀²)",
-           "triples": "C v_α = σ_α u_α, C† u_α = σ_α v_α"}
+IDENTITIES = {"reconstruction": Raw(r"$\sum_\alpha\sigma_\alpha u_\alpha\tilde v_\alpha^{\mathsf T}=M$ (the SVD)"),
+              "orthonormal_u": Raw(r"$U^{\mathsf T}U=I$"),
+              "orthonormal_v": Raw(r"$\langle v_\alpha,v_\beta\rangle_V=\delta_{\alpha\beta}$"),
+              "lemma_4_10": Raw(r"Lemma 4.10: $\sum_\alpha\rho_\alpha(y\mid x)=q(y\mid x)$"),
+              "parseval": Raw(r"Parseval: $\sum_\alpha\sigma_\alpha^2=\lVert q\rVert_H^2$"),
+              "lemma_4_14": Raw(r"Lemma 4.14: $e_{\alpha\beta}$ orthonormal"),
+              "eq_41": Raw(r"eq. (41): $\langle q,e_{\alpha\beta}\rangle_H=\sigma_\alpha\delta_{\alpha\beta}$")}
+ADJOINT = {"adjoint": Raw(r"$\langle Ca,b\rangle=\langle a,C^\dagger b\rangle_V$ (relative)"),
+           "gram": Raw(r"$CC^\dagger=MM^{\mathsf T}$ (relative to $\sigma_0^2$)"),
+           "triples": Raw(r"$Cv_\alpha=\sigma_\alpha u_\alpha$, $C^\dagger u_\alpha=\sigma_\alpha v_\alpha$")}
 
 
 def identity_checks(modes: dict) -> tuple[CaseErrors, dict]:
@@ -196,6 +201,9 @@ def truncation_study(truncated: dict) -> TruncationStudy:
         cutoffs=int(sum(len(c.chis) for c in curves.values())), rows=rows)
 
 
+LAST_POSITION = Raw(r"$\sum_{\rm last}\tilde A_3-\tilde A_2$")  # a column of the simultaneous-truncation table
+
+
 @dataclass
 class SimultaneousTruncation:
     """:func:`simultaneous_truncation_study`: one row per (language, χ) and, over the rows where the
@@ -209,7 +217,7 @@ class SimultaneousTruncation:
     def smallest_defect(self, language: str) -> float | None:
         """The smallest defect (violation of Def. 3.2 or disagreement) of ``language`` over the cutoffs
         that truncate something; None if none does."""
-        defects = [max(r["Σ_last Ã₃ − Ã₂"], r["Ã₃ from (1, 2) − from (2, 1)"]) for r in self.rows
+        defects = [max(r[LAST_POSITION], r["Ã₃ from (1, 2) − from (2, 1)"]) for r in self.rows
                    if r["language"] == language and r["|Ã − A|"] > NUMERICAL_ZERO]
         return min(defects) if defects else None
 
@@ -226,7 +234,7 @@ def simultaneous_truncation_study(languages: dict, chis, orders) -> Simultaneous
             else:
                 control = max(control, tf.max_violation)
             rows.append({"language": name, "χ": chi, "χ solved per (k, l)": list(tf.chi_used.values()),
-                         "Σ_last Ã₃ − Ã₂": max(tf.language_violation.values()),
+                         LAST_POSITION: max(tf.language_violation.values()),
                          "Ã₃ from (1, 2) − from (2, 1)": max(tf.agreement.values()),
                          "|Ã − A|": tf.truncation_size})
     return SimultaneousTruncation(rows, worst, control)

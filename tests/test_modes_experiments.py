@@ -65,9 +65,10 @@ def test_simultaneous_truncation_keeps_the_language_where_nothing_is_truncated()
     full = [r for r in family.rows if r["χ"] == 9]
     assert full[0]["|Ã − A|"] < 1e-8 and family.control < 1e-8  # at full rank q^(χ) = q: a language
     assert family.smallest_defect("chain") is not None and family.smallest_defect("nobody") is None
-    rows = [{"language": "x", "Σ_last Ã₃ − Ã₂": 0.3, "Ã₃ from (1, 2) − from (2, 1)": 0.1, "|Ã − A|": 1.0},
-            {"language": "x", "Σ_last Ã₃ − Ã₂": 0.05, "Ã₃ from (1, 2) − from (2, 1)": 0.2, "|Ã − A|": 1.0},
-            {"language": "x", "Σ_last Ã₃ − Ã₂": 0.0, "Ã₃ from (1, 2) − from (2, 1)": 0.0, "|Ã − A|": 0.0}]
+    last = mx.LAST_POSITION
+    rows = [{"language": "x", last: 0.3, "Ã₃ from (1, 2) − from (2, 1)": 0.1, "|Ã − A|": 1.0},
+            {"language": "x", last: 0.05, "Ã₃ from (1, 2) − from (2, 1)": 0.2, "|Ã − A|": 1.0},
+            {"language": "x", last: 0.0, "Ã₃ from (1, 2) − from (2, 1)": 0.0, "|Ã − A|": 0.0}]
     assert mx.SimultaneousTruncation(rows, 0.0, 0.0).smallest_defect("x") == 0.2
 
 

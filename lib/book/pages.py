@@ -1,4 +1,5 @@
-"""The book's table of contents and the HTML build from already-executed chapters.
+"""The book's table of contents, the HTML build from already-executed chapters, and what a page
+shows that does not fit the reader's column.
 
 Chapters are executed once, by the runner (:mod:`lib.book.runner`), into a mirror of the book
 (``_build/src``) that holds ``_config.yml`` with execution switched off, ``_toc.yml``
@@ -6,6 +7,12 @@ and each chapter as an executed ``.ipynb``. Jupyter Book then renders that mirro
 ``-W -n --keep-going``: a warning or a broken reference fails the build, and nothing is
 executed twice. (``jupyter-book build .`` on the sources also works and executes every
 chapter itself, with the default parameters; ``_config.yml`` makes any cell error fatal.)
+
+What does not fit the column: :func:`page_problems` lists, from the executed notebooks of a build
+or of a ``run --out`` folder, every stderr output block, every printed line wider than the
+column in monospace and every table wider than the column (:mod:`lib.book.tables` measures it);
+:func:`equation_problems` estimates the width of every display equation of the chapters'
+sources. ``scripts/screenshots.py`` checks the built pages themselves in Chromium.
 """
 from __future__ import annotations
 

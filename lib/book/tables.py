@@ -270,6 +270,8 @@ def table(rows: Iterable[Mapping[str, Any]] | Any, digits: int = 4, index: bool 
         rows = list(rows)
         head = list(dict.fromkeys(k for r in rows for k in r))
         body = [[r.get(h) for h in head] for r in rows]
+    if not head:
+        raise ValueError("table: no columns to show (empty rows and no headers)")
     markdown = markdown_table(head, body, align=align, digits=digits)
     record_width(name or f"table-{len(_measured) + 1}", markdown_width(markdown))
     return Markdown(markdown)

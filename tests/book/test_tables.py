@@ -39,6 +39,8 @@ def test_rows_and_dataframes_become_markdown_tables():
     plain = table(pd.DataFrame({"v": [1, 2]}), name="t-plain").data.splitlines()
     assert plain[0] == "| v |"
     assert markdown_table(["h"], [[1]], align=[":-:"]).splitlines()[1] == "| :-: |"
+    with pytest.raises(ValueError, match="no columns"):
+        table([])
     listed = table([[1, "x"], [2, "y"]], headers=["n", "s"], align=["--:", ":--"], name="t-lists").data.splitlines()
     assert listed == ["| n | s |", "| --: | :-- |", "| 1 | x |", "| 2 | y |"]
 
