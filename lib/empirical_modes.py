@@ -795,6 +795,30 @@ def representative_components(analyses: dict, sweep_order) -> list[tuple[Empiric
     return [(modes, alpha, example) for (modes, alpha), example in zip(picks, STAND_INS)]
 
 
+@dataclass
+class MethodAgreement:
+    """:func:`method_agreement`: per operator ('P', 'M'), the largest relative difference between the
+    Lanczos and the randomized singular values, over the top 10 (``top10``) and all r (``all``), and
+    each method's seconds (``seconds[operator][method]``)."""
+
+    top10: dict
+    all: dict
+    seconds: dict
+
+
+def method_agreement(counts: SequenceCounts, r: int, alpha: float, smoothing: str = "observed",
+                     seed: int = 0) -> MethodAgreement:
+    """Both SVD methods (randomized and Lanczos) on the paper's P and on M of one count table, so that
+    the one the paper's rule did not pick is checked against the one it did (App. B)."""
+    top10, every, seconds = {}, {}, {}
+    for name, mat in (("P", conditional_matrix(counts, alpha, smoothing)), ("M", weighted_matrix(counts))):
+        res = {m: top_components(mat, r, m, seed=seed) for m in ("lanczos", "randomized")}
+        top10[name] = singular_value_agreement(res["lanczos"].s, res["randomized"].s, 10)
+        every[name] = singular_value_agreement(res["lanczos"].s, res["randomized"].s)
+        seconds[name] = {m: x.seconds for m, x in res.items()}
+    return MethodAgreement(top10, every, seconds)
+
+
 def max_tied(em: EmpiricalModes, tie_rtol: float = 1e-2, n_modes: int = 10) -> int:
     """The most histories tied at the top x-loading among the ``n_modes`` leading modes."""
     return int(max(em.component(a, tie_rtol=tie_rtol).n_tied for a in range(min(n_modes, em.n_modes))))
