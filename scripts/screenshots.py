@@ -47,7 +47,9 @@ TILE_PX = 8000  # a screenshot is captured in tiles of at most this height and s
 MEASURE_JS = r"""
 (() => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
-  const column = article.getBoundingClientRect();
+  const box = article.getBoundingClientRect(), pad = getComputedStyle(article);
+  const column = {left: box.left + parseFloat(pad.paddingLeft), right: box.right - parseFloat(pad.paddingRight)};
+  column.width = column.right - column.left;  // the content box: the column text and figures are set in
   const out = [];
   const seen = new Set();
   const kinds = [
@@ -60,13 +62,13 @@ MEASURE_JS = r"""
     for (const el of document.querySelectorAll(selector)) {
       if (seen.has(el) || !el.offsetParent) continue;
       seen.add(el);
-      const box = el.getBoundingClientRect();
+      const rect = el.getBoundingClientRect();
       const inner = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== 'inline';
-      const past = box.right > column.right + 1;
-      const content = Math.max(el.scrollWidth, box.width);
+      const past = rect.right > column.right + 1;
+      const content = Math.max(el.scrollWidth, rect.width);
       if (inner || past) {
-        out.push({kind, width_px: Math.round(content), visible_px: Math.round(Math.min(el.clientWidth || box.width,
-                  column.right - box.left)), column_px: Math.round(column.width),
+        out.push({kind, width_px: Math.round(content), visible_px: Math.round(Math.min(el.clientWidth || rect.width,
+                  column.right - rect.left)), column_px: Math.round(column.width),
                   text: (el.innerText || el.getAttribute('alt') || '').replace(/\s+/g, ' ').trim().slice(0, 80)});
       }
     }
