@@ -298,3 +298,53 @@ def history_ladder(languages: dict, continuation_length: dict, max_history: int,
     comparisons = {name: [compare_history_lengths(a, b, languages[name].alphabet_size, ranks=ranks)
                           for a, b in zip(ms[:-1], ms[1:])] for name, ms in ladder.items()}
     return HistoryLadder(ks, ladder, comparisons, dict(continuation_length))
+
+
+# --------------------------------------------------------------------------- what the chapter costs
+
+NEWTON_STEPS_PER_FEATURE = 12   # Newton steps of Modes.effective at cutoff χ, at most this × (χ + 1) (measured ≈ 8)
+
+
+def svd_cost(m: int, n: int) -> tuple[float, float]:
+    """(peak bytes, FLOPs) of ``Modes.from_joint`` on an m × n joint: the joint, M, U, Vᵀ and the
+    divide-and-conquer workspace (LAPACK's gesdd with thin vectors asks for about 4·min² + 7·min + max
+    values) in float64, and the Golub–Van Loan count 14·m·k² + 8·k³ of a thin SVD (k = min(m, n);
+    Matrix Computations, 4th ed., Fig. 8.6.1)."""
+    k, big = min(m, n), max(m, n)
+    values = 2 * m * n + big * k + k * k + (4 * k * k + 7 * k + big)
+    return 8.0 * values, 14.0 * big * k * k + 8.0 * k ** 3
+
+
+def effective_cost(histories: int, continuations: int, rank: int) -> tuple[float, float]:
+    """(peak bytes, FLOPs) of ``Modes.truncation_curve``: the effective distribution q^(χ) at every cutoff
+    χ ≤ rank, each at most NEWTON_STEPS_PER_FEATURE·(χ + 1) Newton steps, a step forming and factoring
+    one d × d Hessian Φᵀdiag(q/p²)Φ per continuation (d = χ + 1 features; 2·histories·d² + d³/3 FLOPs).
+    Memory: a handful of histories × continuations arrays (p, q, their ratios, the step) and Φ."""
+    flops = sum(NEWTON_STEPS_PER_FEATURE * d * continuations * (2.0 * histories * d * d + d ** 3 / 3)
+                for d in range(1, rank + 2))
+    return 8.0 * (8 * histories * continuations + histories * (rank + 1)), flops
+
+
+def heavy_steps(values: dict) -> list:
+    """The chapter's heavy steps for its resolved parameters ``values``: the dense SVD of the corpus
+    language at (k, l) = (2, 2), the history ladder's widest joint at (max_history, 1), and the effective
+    distribution at every cutoff of the corpus language's (2, 1) joint. ``corpus_symbols`` S sets all
+    three (S⁴, S^(max_history+1) and ~S⁷ FLOPs); the planted language's alphabet
+    |Σ| + 3·#absolute + 2·#collective histories + #collective bigrams enters the ladder too."""
+    from .book.costs import HeavyStep
+
+    S, K = values["corpus_symbols"], values["max_history"]
+    planted = (values["alphabet_size"] + 3 * len(values["planted_absolute"])
+               + 2 * len(sum(values["planted_collective"], [])) + len(values["planted_collective"]))
+    widest = max(S, planted)
+    svd_bytes, svd_flops = svd_cost(S ** 2, S ** 2)
+    ladder_bytes, ladder_flops = svd_cost(widest ** K, widest)
+    eff_bytes, eff_flops = effective_cost(S ** 2, S, S)
+    return [
+        HeavyStep("modes of the corpus language at (2, 2)", f"a {S ** 2} × {S ** 2} dense SVD", svd_bytes, svd_flops,
+                  "corpus_symbols"),
+        HeavyStep(f"history ladder at k = {K}", f"a {widest ** K} × {widest} dense SVD", ladder_bytes, ladder_flops,
+                  "max_history or corpus_symbols"),
+        HeavyStep("effective distributions of the corpus language at (2, 1)",
+                  f"{S + 1} cutoffs on {S ** 2} histories × {S} continuations", eff_bytes, eff_flops, "corpus_symbols"),
+    ]

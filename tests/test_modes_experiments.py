@@ -83,3 +83,58 @@ def test_the_history_ladder_of_a_markov_chain_is_inherited_from_its_order():
     assert len(ladder.spectra_rows()) == 4 and len(ladder.angle_rows((1, 2))) == 8
     assert ladder.left_angle("chain", ranks=(1,)) == [float(c.left_angles[1].max())
                                                       for c in ladder.comparisons["chain"]]
+
+
+# --------------------------------------------------------------------------- the chapter's costs
+
+def test_the_svd_peak_estimate_is_within_a_factor_two_of_the_traced_peak():
+    """tracemalloc sees every NumPy/SciPy buffer, LAPACK's workspace included: the traced peak of
+    Modes.from_joint on a 400 × 300 joint against svd_cost (a factor 2: the estimate counts the arrays
+    the method holds at once, not each temporary copy)."""
+    import tracemalloc
+
+    from lib.modes import Modes
+    from lib.modes_experiments import svd_cost
+
+    joint = np.random.default_rng(0).random((400, 300))
+    joint /= joint.sum()
+    tracemalloc.start()
+    Modes.from_joint(joint)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    estimate = svd_cost(400, 300)[0]
+    assert 0.5 <= peak / estimate <= 2.0
+
+
+def test_the_svd_flop_count_is_golub_van_loans():
+    from lib.modes_experiments import svd_cost
+
+    assert svd_cost(100, 10)[1] == 14 * 100 * 10 ** 2 + 8 * 10 ** 3
+    assert svd_cost(10, 100)[1] == svd_cost(100, 10)[1]      # the transpose costs the same
+
+
+def test_newton_steps_stay_within_the_assumed_count_per_feature():
+    """The effective distribution's cost assumes at most NEWTON_STEPS_PER_FEATURE·(χ + 1) Newton steps at
+    cutoff χ: the steps counted by the solver itself on random order-2 chains stay below it."""
+    from lib import languages as L
+    from lib.modes import Modes
+    from lib.modes_experiments import NEWTON_STEPS_PER_FEATURE
+
+    for S in (5, 9):
+        modes = Modes.from_joint(L.random_markov_chain(S, 2, rng=1, concentration=0.3).joint(2, 1), zero_rows="drop")
+        curve = modes.truncation_curve()
+        assert all(info.newton_steps <= NEWTON_STEPS_PER_FEATURE * (info.chi_used + 1) for info in curve.infos)
+
+
+def test_heavy_steps_grow_with_the_corpus_symbols_and_name_them():
+    from lib.modes_experiments import heavy_steps
+
+    values = {"corpus_symbols": 16, "max_history": 3, "alphabet_size": 4, "planted_absolute": [0.04],
+              "planted_collective": [[0.01, 0.005]]}
+    small, large = heavy_steps(values), heavy_steps({**values, "corpus_symbols": 32})
+    assert [s.name for s in small][0] == "modes of the corpus language at (2, 2)"
+    assert "256 × 256" in small[0].sizes and "corpus_symbols" in small[0].shrink
+    assert large[0].flops == pytest.approx(small[0].flops * 2 ** 6)     # an n × n SVD, n = S²: S⁶
+    assert large[2].flops > 2 ** 6 * small[2].flops                      # the effective solves: ~S⁷
+    # the ladder's widest alphabet: the planted one here (4 + 3 + 4 + 1 = 12 symbols) against 16 and 32
+    assert "4096 × 16" in small[1].sizes
