@@ -785,3 +785,49 @@ def approx_low_rank_sweep(d: int, alphabet_size: int, T: int, k: int, etas, tols
                              tv=tv_distance(lp, llp), kl=kl_divergence(lp, llp), queries=n_queries,
                              base_tv=base_tv, base_kl=base_kl))
     return dict(rows=rows, spectra=spectra, base=base)
+
+
+# --------------------------------------------------------------------------- what the chapter costs
+
+def enumeration_cost(alphabet_size: int, T: int, d: int) -> tuple[float, float]:
+    """(peak bytes, FLOPs) of an exact TV between two ISANs on Σ^T (:func:`lib.isan.tv_distance`): both
+    models' log-probabilities of the |Σ|^T strings and the exp/abs temporaries of the sum (four arrays
+    of |Σ|^T float64), plus one expansion block of ``sequence_logprobs`` (at most 2^22 floats, or
+    |Σ|^T·(d + 1) when smaller). Arithmetic: each string's state x_t = A[z_t] x_{t−1} and logits B x
+    (2d² + 2d|Σ| FLOPs at the last position, which dominates the geometric sum), twice."""
+    n = alphabet_size ** T
+    block = min(2 ** 22, n * (d + 1))
+    return 8.0 * (4 * n + block), 2.0 * n * (2 * d * d + 2 * d * alphabet_size)
+
+
+def heavy_steps(values: dict) -> list:
+    """The chapter's heavy steps for its resolved parameters ``values``: the exact laws on Σ^T of its
+    learning grid (every run's TV to the truth is exact) and of its Theorem 4.3 models, and the noisy
+    parities of the sample learners (m samples of n + 1 bits) and of the budget comparison (2^(n+1)
+    strings at ``parity_compare_n``)."""
+    from .book.costs import HeavyStep
+
+    grid = [(d, S, T) for d in values["grid_d"] for S in values["grid_alphabet"] for T in values["grid_T"]]
+    runs = len(values["grid_eps"]) * values["grid_repeats"]
+    grid_peak = max(enumeration_cost(S, T, d)[0] for d, S, T in grid)
+    grid_flops = runs * sum(enumeration_cost(S, T, d)[1] for d, S, T in grid)
+    S_max, T_max = max(values["grid_alphabet"]), max(values["grid_T"])
+    thm = [enumeration_cost(S, T, d) for d, S, T in values["thm43_configs"]]
+    n_max = max(values["parity_n"])
+    m = values["parity_max_samples"]
+    sample_bytes = 8.0 * (m * (n_max + 1) + 4 * 2 ** (n_max + 1))    # the samples, the table and the two laws
+    sample_flops = values["parity_repeats"] * sum(
+        (n + 1) * 2 ** (n + 1) + 2 ** k * (n + 1) * 4 for n in values["parity_n"]
+        for k in range(3, n + 8) if 2 ** k <= m)                     # the MLE's transform and the sampling
+    c = values["parity_compare_n"]
+    compare_bytes, compare_flops = enumeration_cost(2, c + 1, 2)
+    return [
+        HeavyStep("exact TVs of the learning grid", f"{len(grid) * runs} runs up to |Σ|^T = {S_max}^{T_max}",
+                  grid_peak, grid_flops, "grid_T or grid_alphabet"),
+        HeavyStep("Theorem 4.3 models", f"{len(thm)} configurations", max(b for b, _ in thm),
+                  3.0 * sum(f for _, f in thm), "thm43_configs"),
+        HeavyStep("noisy-parity learners from samples", f"up to m = {m} samples at n = {n_max}", sample_bytes,
+                  float(sample_flops), "parity_max_samples or parity_n"),
+        HeavyStep("the parity budget comparison", f"2^{c + 1} strings at n = {c}", compare_bytes, compare_flops,
+                  "parity_compare_n"),
+    ]

@@ -439,3 +439,44 @@ def test_parity_hardness_fits_the_counting_slope_and_lists_each_learner():
     assert [r["n"] for r in rows] == [2, 4, 6] and rows[-1]["queries"] == study.budget["queries"]
     assert rows[0]["queries"] == study.queries[0]["queries"] and rows[1]["queries"] is None
     assert [r["MLE: candidates"] for r in rows] == [4, 16, 64]
+
+
+# --------------------------------------------------------------------------- the chapter's costs
+
+@pytest.mark.parametrize("S, T, d", [(4, 8, 4), (2, 16, 3)])
+def test_the_enumeration_peak_estimate_is_within_a_factor_two_of_the_traced_peak(S, T, d):
+    """tracemalloc sees every NumPy buffer: the traced peak of an exact TV between two random ISANs
+    against enumeration_cost (a factor 2: the estimate counts the arrays held at once)."""
+    import tracemalloc
+
+    from lib.isan import random_isan, tv_distance
+    from lib.isan_experiments import enumeration_cost
+
+    rng = np.random.default_rng(0)
+    a, b = random_isan(d, S, T, rng), random_isan(d, S, T, rng)
+    tracemalloc.start()
+    tv_distance(a, b)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert 0.5 <= peak / enumeration_cost(S, T, d)[0] <= 2.0
+
+
+def test_the_enumeration_flops_count_the_last_positions_products():
+    from lib.isan_experiments import enumeration_cost
+
+    # 3^5 strings, each x = A x (2·d² FLOPs) and B x (2·d·|Σ|), for two models
+    assert enumeration_cost(3, 5, 4)[1] == 2 * 3 ** 5 * (2 * 16 + 2 * 4 * 3)
+
+
+def test_heavy_steps_follow_the_grid_and_the_parity_sizes():
+    from lib.book.chapters import get_chapter
+    from lib.isan_experiments import heavy_steps
+
+    values = get_chapter("isan").resolve({"profile": "ci"})
+    steps = {s.name: s for s in heavy_steps(values)}
+    grid = steps["exact TVs of the learning grid"]
+    assert f"{3 ** 3 * 3} runs" in grid.sizes and "grid_T" in grid.shrink
+    bigger = heavy_steps({**values, "grid_T": values["grid_T"] + [12]})
+    assert bigger[0].peak_bytes > grid.peak_bytes
+    compare = steps["the parity budget comparison"]
+    assert compare.peak_bytes >= 8 * 4 * 2 ** (values["parity_compare_n"] + 1)
