@@ -751,10 +751,16 @@ class OrderAnalysis:
 def analyse_order(tokens, doc_offsets, vocab_size, k: int, l: int, min_count: int, r: int = 100,
                   alpha: float = 1.0, smoothing: str = "observed", seed: int = 0) -> OrderAnalysis:
     """Count and threshold (App. B), then the top-r components of P (α), P (α = 0) and M, each by
-    the paper's randomized/Lanczos rule."""
+    the paper's randomized/Lanczos rule. A kept matrix with fewer than r + 1 rows or columns (a high
+    threshold on a small corpus) gives its min(shape) − 1 leading components, all the rule can return."""
     t0 = time.perf_counter()
     counts = count_sequences(tokens, k, l, doc_offsets, vocab_size, min_count)
     t_count = time.perf_counter() - t0
+    if min(counts.shape) < 2:
+        raise ValueError(f"order (k, l) = ({k}, {l}) at threshold {min_count} keeps a {counts.shape[0]} × "
+                         f"{counts.shape[1]} matrix: too few histories or continuations for any component; "
+                         "lower the threshold or read a larger corpus")
+    r = min(r, min(counts.shape) - 1)
     P = conditional_modes(counts, r, alpha, smoothing, seed=seed)
     P0 = conditional_modes(counts, r, 0.0, "none", seed=seed)
     M = weighted_modes(counts, r, seed=seed)
@@ -958,3 +964,81 @@ def shuffled_null(tokens, doc_offsets, vocab_size, orders, sweep_order, n_shuffl
             raise ValueError(f"the shuffled corpus keeps too few histories at the sweep order {list(sweep_order)}")
         out.append(text_statistics(Ms, P, sweep_order, tie_rtol))
     return out
+
+
+# ---------------------------------------------------------------------------
+# What the chapter costs
+# ---------------------------------------------------------------------------
+
+BYTES_PER_TOKEN = 3.0         # corpus bytes per token: fewer than GPT-NeoX's ~4 on English, so more tokens
+COUNT_BYTES_PER_TOKEN = 256   # counting's peak per corpus token, at most (traced: 44 at (1, 1), 228 at (2, 2))
+
+
+DEFAULT_CORPUS_MB = 16.0      # the offline default corpus, at most (lib.text.corpus: the pinned environment's docs)
+
+
+def corpus_tokens(values: dict) -> int:
+    """Tokens of the corpus a run reads, at most, at :data:`BYTES_PER_TOKEN`: ``max_corpus_mb`` of a
+    streamed corpus, the offline default's :data:`DEFAULT_CORPUS_MB`, a local file or folder's size."""
+    from pathlib import Path
+
+    corpus = values["corpus"]
+    if corpus.startswith("hf:"):
+        mb = values["max_corpus_mb"]
+    elif corpus == "default":
+        mb = DEFAULT_CORPUS_MB
+    else:
+        path = Path(corpus)
+        files = [path] if path.is_file() else list(path.rglob("*")) if path.is_dir() else []
+        mb = sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+    return int(mb * 1e6 / BYTES_PER_TOKEN)
+
+
+def counting_cost(n_tokens: int, k: int, l: int) -> tuple[float, float]:
+    """(peak bytes, operations) of :func:`count_sequences` on ``n_tokens`` tokens: at most
+    :data:`COUNT_BYTES_PER_TOKEN` bytes a token (the windows' keys, their sort and the sparse table),
+    and a sort of n windows of k + l tokens (n·log₂n·(k + l) comparisons)."""
+    return float(COUNT_BYTES_PER_TOKEN * n_tokens), float(n_tokens * max(1.0, np.log2(max(n_tokens, 2))) * (k + l))
+
+
+def components_cost(n_tokens: int, min_count: int, r: int, n_iter: int = 7, n_oversamples: int = 10,
+                    vocab_size: int = 50304, k: int = 1, l: int = 1) -> tuple[float, float]:
+    """(peak bytes, FLOPs) of the top-r components of P, P (a = 0) and M at one order
+    (:func:`analyse_order`) from a corpus of ``n_tokens``: at most min(V^k, n/t) histories reach the
+    threshold t, as many continuations (min(V^l, n/t): they are thresholded alike) and n non-zeros. Three sparse matrices (values, indices, their
+    transposes: 24 bytes a non-zero each), and the randomized SVD's blocks of (rows + columns) × (r + p)
+    float64 (three at once: the block, its product, the QR's workspace). FLOPs: 2·(n_iter + 1) products with the matrix and its transpose,
+    2·nnz·(r + p) each, and as many QRs, 4·(rows + cols)·(r + p)², for each of the three matrices."""
+    rows, cols = min(float(vocab_size) ** k, n_tokens / min_count), min(float(vocab_size) ** l, n_tokens / min_count)
+    nnz = min(float(n_tokens), rows * cols)
+    ell = r + n_oversamples
+    peak = 3 * 24 * nnz + 8 * 3 * (rows + cols) * ell
+    flops = 3 * (n_iter + 1) * 2 * (2 * 2 * nnz * ell + 4 * (rows + cols) * ell ** 2)
+    return float(peak), float(flops)
+
+
+def heavy_steps(values: dict) -> list:
+    """The chapter's heavy steps for its resolved parameters ``values``: the corpus's token stream,
+    counting each (k, l) of ``orders`` (peak at the longest window), and the components of every order
+    (peak at the largest), once for the corpus and once per shuffled copy."""
+    from .book.costs import HeavyStep
+    from .substrate import tokenizer_vocab_size
+
+    n = corpus_tokens(values)
+    vocab = tokenizer_vocab_size(values["tokenizer"])
+    orders = [tuple(o) for o in values["orders"]]
+    copies = 1 + values["null_shuffles"]
+    k, l = max((o[0] + o[1], o[:2]) for o in orders)[1]
+    count_bytes, _ = counting_cost(n, k, l)
+    count_ops = copies * sum(counting_cost(n, a, b)[1] for a, b, _ in orders)
+    costs = {o: components_cost(n, o[2], values["n_components"], vocab_size=vocab, k=o[0], l=o[1]) for o in orders}
+    ck, cl, t = max(orders, key=lambda o: costs[o][0])
+    svd_bytes, svd_flops = costs[ck, cl, t][0], copies * sum(f for _, f in costs.values())
+    return [
+        HeavyStep("counting the corpus's windows", f"{n:.3g} tokens ({values['max_corpus_mb']:g} MB), "
+                  f"(k, l) up to ({k}, {l}), {len(values['orders'])} orders × {copies} copies",
+                  count_bytes + 8.0 * n, count_ops, "max_corpus_mb"),
+        HeavyStep("top components of P and M", f"r = {values['n_components']} at (k, l) = ({ck}, {cl}), "
+                  f"threshold {t}, at most {min(vocab ** ck, n / t):.3g} histories", svd_bytes, svd_flops,
+                  "max_corpus_mb or n_components"),
+    ]

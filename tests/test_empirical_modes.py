@@ -509,3 +509,53 @@ def test_order_tables_read_each_analysis():
                                       "count (s)": 0.12, "SVD of P (s)": 1.2, "SVD of M (s)": 1.2}]
     row = overlap_rows({(2, 1): A})[0]
     assert row["M: median overlap"] == 0.8 and row["M: share ≥ 0.7"] == pytest.approx(2 / 3)
+
+
+# --------------------------------------------------------------------------- the chapter's costs
+
+def _traced_peak(f, *args, **kw):
+    import tracemalloc
+
+    tracemalloc.start()
+    f(*args, **kw)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+ZIPF_TOKENS = (np.random.default_rng(0).zipf(1.2, 200_000) % 2048).astype(np.int64)
+
+
+@pytest.mark.parametrize("k, l", [(1, 1), (2, 2), (1, 3)])
+def test_the_counting_estimate_bounds_the_traced_peak_within_a_factor_ten(k, l):
+    """tracemalloc sees every NumPy/SciPy buffer. The estimate is an upper bound per token (measured
+    between 1/8 and 9/10 of it on Zipf-distributed tokens), so: peak ≤ estimate ≤ 10 × peak."""
+    peak = _traced_peak(em.count_sequences, ZIPF_TOKENS, k, l, None, 2048, 5)
+    estimate = em.counting_cost(ZIPF_TOKENS.size, k, l)[0]
+    assert peak <= estimate <= 10 * peak
+
+
+@pytest.mark.parametrize("k, l, t", [(1, 1, 5), (2, 1, 10), (2, 2, 10)])
+def test_the_components_estimate_bounds_the_traced_peak_within_a_factor_ten(k, l, t):
+    """analyse_order (counting and the three top-r decompositions) against the counting and component
+    estimates: an upper bound (histories ≤ n/t is loose on Zipf text), measured 2 to 9 times the peak."""
+    peak = _traced_peak(em.analyse_order, ZIPF_TOKENS, None, 2048, k, l, t, r=20)
+    estimate = max(em.components_cost(ZIPF_TOKENS.size, t, 20, vocab_size=2048, k=k, l=l)[0],
+                   em.counting_cost(ZIPF_TOKENS.size, k, l)[0])
+    assert peak <= estimate <= 10 * peak
+
+
+def test_a_small_matrix_gives_as_many_components_as_it_has_and_an_empty_one_is_refused():
+    tokens = np.array([0, 1, 2, 0, 1, 2, 0, 1, 3] * 4)
+    A = em.analyse_order(tokens, None, 4, 1, 1, 1, r=20)       # 4 × 4 kept: 3 components, not 20
+    assert A.M.sigma.size == min(A.counts.shape) - 1
+    with pytest.raises(ValueError, match="lower the threshold or read a larger corpus"):
+        em.analyse_order(tokens, None, 4, 1, 1, 1000)
+
+
+def test_corpus_tokens_follow_the_streamed_cap_the_default_corpus_and_a_folder(tmp_path):
+    assert em.corpus_tokens({"corpus": "hf:x/y", "max_corpus_mb": 3.0}) == int(3e6 / em.BYTES_PER_TOKEN)
+    assert em.corpus_tokens({"corpus": "default", "max_corpus_mb": 1000.0}) == int(
+        em.DEFAULT_CORPUS_MB * 1e6 / em.BYTES_PER_TOKEN)
+    (tmp_path / "a.txt").write_text("x" * 3000)
+    assert em.corpus_tokens({"corpus": str(tmp_path), "max_corpus_mb": 1000.0}) == 1000
