@@ -971,7 +971,7 @@ def shuffled_null(tokens, doc_offsets, vocab_size, orders, sweep_order, n_shuffl
 # ---------------------------------------------------------------------------
 
 BYTES_PER_TOKEN = 3.0         # corpus bytes per token: fewer than GPT-NeoX's ~4 on English, so more tokens
-COUNT_BYTES_PER_TOKEN = 256   # counting's peak per corpus token, at most (traced: 44 at (1, 1), 228 at (2, 2))
+COUNT_BYTES_PER_TOKEN = 96    # counting's peak per corpus token (traced at 10^6 tokens: 31 to 82, V = 2048 and 50304)
 
 
 DEFAULT_CORPUS_MB = 16.0      # the offline default corpus, at most (lib.text.corpus: the pinned environment's docs)
@@ -994,11 +994,14 @@ def corpus_tokens(values: dict) -> int:
     return int(mb * 1e6 / BYTES_PER_TOKEN)
 
 
-def counting_cost(n_tokens: int, k: int, l: int) -> tuple[float, float]:
-    """(peak bytes, operations) of :func:`count_sequences` on ``n_tokens`` tokens: at most
-    :data:`COUNT_BYTES_PER_TOKEN` bytes a token (the windows' keys, their sort and the sparse table),
-    and a sort of n windows of k + l tokens (n·log₂n·(k + l) comparisons)."""
-    return float(COUNT_BYTES_PER_TOKEN * n_tokens), float(n_tokens * max(1.0, np.log2(max(n_tokens, 2))) * (k + l))
+def counting_cost(n_tokens: int, k: int, l: int, vocab_size: int = 50304) -> tuple[float, float]:
+    """(peak bytes, operations) of :func:`count_sequences` on ``n_tokens`` tokens: the windows' int64
+    codes, their sort and the sparse table, :data:`COUNT_BYTES_PER_TOKEN` bytes a token, plus the dense
+    table of continuations (a bool and an int64 rank per code) that ``lib.text.ngrams`` uses when V^l is
+    at most max(4n, 2^24); and a sort of n windows of k + l tokens (n·log₂n·(k + l) comparisons)."""
+    dense = float(vocab_size) ** l <= max(4 * n_tokens + 1024, 2 ** 24)
+    peak = COUNT_BYTES_PER_TOKEN * n_tokens + (9.0 * vocab_size ** l if dense else 0.0)
+    return float(peak), float(n_tokens * max(1.0, np.log2(max(n_tokens, 2))) * (k + l))
 
 
 def components_cost(n_tokens: int, min_count: int, r: int, n_iter: int = 7, n_oversamples: int = 10,
@@ -1019,7 +1022,7 @@ def components_cost(n_tokens: int, min_count: int, r: int, n_iter: int = 7, n_ov
 
 def heavy_steps(values: dict) -> list:
     """The chapter's heavy steps for its resolved parameters ``values``: the corpus's token stream,
-    counting each (k, l) of ``orders`` (peak at the longest window), and the components of every order
+    counting each (k, l) of ``orders`` (peak at the costliest), and the components of every order
     (peak at the largest), once for the corpus and once per shuffled copy."""
     from .book.costs import HeavyStep
     from .substrate import tokenizer_vocab_size
@@ -1028,15 +1031,15 @@ def heavy_steps(values: dict) -> list:
     vocab = tokenizer_vocab_size(values["tokenizer"])
     orders = [tuple(o) for o in values["orders"]]
     copies = 1 + values["null_shuffles"]
-    k, l = max((o[0] + o[1], o[:2]) for o in orders)[1]
-    count_bytes, _ = counting_cost(n, k, l)
-    count_ops = copies * sum(counting_cost(n, a, b)[1] for a, b, _ in orders)
+    k, l = max(orders, key=lambda o: counting_cost(n, o[0], o[1], vocab)[0])[:2]
+    count_bytes = max(counting_cost(n, a, b, vocab)[0] for a, b, _ in orders)
+    count_ops = copies * sum(counting_cost(n, a, b, vocab)[1] for a, b, _ in orders)
     costs = {o: components_cost(n, o[2], values["n_components"], vocab_size=vocab, k=o[0], l=o[1]) for o in orders}
     ck, cl, t = max(orders, key=lambda o: costs[o][0])
     svd_bytes, svd_flops = costs[ck, cl, t][0], copies * sum(f for _, f in costs.values())
     return [
-        HeavyStep("counting the corpus's windows", f"{n:.3g} tokens ({values['max_corpus_mb']:g} MB), "
-                  f"(k, l) up to ({k}, {l}), {len(values['orders'])} orders × {copies} copies",
+        HeavyStep("counting the corpus's windows", f"{n:.3g} tokens at most, peak at (k, l) = ({k}, {l}), "
+                  f"{len(values['orders'])} orders × {copies} copies",
                   count_bytes + 8.0 * n, count_ops, "max_corpus_mb"),
         HeavyStep("top components of P and M", f"r = {values['n_components']} at (k, l) = ({ck}, {cl}), "
                   f"threshold {t}, at most {min(vocab ** ck, n / t):.3g} histories", svd_bytes, svd_flops,
