@@ -53,13 +53,15 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args, message", BAD_INPUT)
 def test_cli_refuses_before_running(args, message, tmp_path):
-    """Each bad input: exit status 2, one line naming the parameter, what is allowed and what was given, in < 5 s."""
-    proc, wall = run_cli("run", *args, "--out", str(tmp_path))
+    """Each bad input: exit status 2, one line naming the parameter, what is allowed and what was given, before
+    any kernel starts (nothing written, no "executing" line; the time it takes is measured in
+    benchmarks/bench_cli.py, not here, so that a loaded machine cannot fail it)."""
+    proc, _ = run_cli("run", *args, "--out", str(tmp_path))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not any(tmp_path.iterdir())  # nothing executed, nothing written
-    assert wall < 5
+    assert "executing" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
