@@ -800,11 +800,23 @@ def enumeration_cost(alphabet_size: int, T: int, d: int) -> tuple[float, float]:
     return 8.0 * (4 * n + block), 2.0 * n * (2 * d * d + 2 * d * alphabet_size)
 
 
+def learner_cost(d: int, alphabet_size: int, T: int, eps: float) -> float:
+    """FLOPs of one run of the logit-query learner, at most: :func:`query_count_bound` queries with
+    N = :func:`theorem_n`, each a state update through a prefix of at most T tokens (2d² FLOPs a token)
+    and the logits B x (2d|Σ|). A worst case (the cache and the early end of the while loop make far
+    fewer), and only the arithmetic: each query is a Python call, which the wall time is mostly made of.
+    Its memory, the cache of distinct queries, is left out of the plan (peak 0): that bound is too loose
+    to refuse a run by."""
+    queries = query_count_bound(d, alphabet_size, T, theorem_n(d, T, eps))
+    return float(queries) * (2 * d * d * T + 2 * d * alphabet_size)
+
+
 def heavy_steps(values: dict) -> list:
-    """The chapter's heavy steps for its resolved parameters ``values``: the exact laws on Σ^T of its
-    learning grid (every run's TV to the truth is exact) and of its Theorem 4.3 models, and the noisy
-    parities of the sample learners (m samples of n + 1 bits) and of the budget comparison (2^(n+1)
-    strings at ``parity_compare_n``)."""
+    """The chapter's heavy steps for its resolved parameters ``values``: the logit-query learner's runs
+    (grid, query scaling, the performance point), the exact laws on Σ^T of its learning grid (every
+    run's TV to the truth is exact) and of its Theorem 4.3 models, and the noisy parities of the sample
+    learners (m samples of n + 1 bits) and of the budget comparison (2^(n+1) strings at
+    ``parity_compare_n``)."""
     from .book.costs import HeavyStep
 
     grid = [(d, S, T) for d in values["grid_d"] for S in values["grid_alphabet"] for T in values["grid_T"]]
@@ -821,7 +833,16 @@ def heavy_steps(values: dict) -> list:
         for k in range(3, n + 8) if 2 ** k <= m)                     # the MLE's transform and the sampling
     c = values["parity_compare_n"]
     compare_bytes, compare_flops = enumeration_cost(2, c + 1, 2)
+    base = dict(d=4, S=3, T=16, eps=0.2)    # the query-scaling experiment's base point (chapters/isan.md)
+    scaling = ([dict(base, d=d) for d in values["scaling_d"]] + [dict(base, S=S) for S in values["scaling_alphabet"]]
+               + [dict(base, eps=e) for e in values["scaling_eps"]] + [dict(base, T=T) for T in values["horizon_T"]])
+    learner_runs = ([(d, S, T, e) for d, S, T in grid for e in values["grid_eps"]] * values["grid_repeats"]
+                    + [(p["d"], p["S"], p["T"], p["eps"]) for p in scaling] * values["scaling_repeats"]
+                    + [(8, 4, 10, 0.05)])
     return [
+        HeavyStep("the logit-query learner's runs", f"{len(learner_runs)} runs up to T = "
+                  f"{max(r[2] for r in learner_runs)} (query bound of Lemma C.17)", 0.0,
+                  sum(learner_cost(*r) for r in learner_runs), "grid_*, scaling_*, horizon_T or the repeats"),
         HeavyStep("exact TVs of the learning grid", f"{len(grid) * runs} runs up to |Σ|^T = {S_max}^{T_max}",
                   grid_peak, grid_flops, "grid_T or grid_alphabet"),
         HeavyStep("Theorem 4.3 models", f"{len(thm)} configurations", max(b for b, _ in thm),

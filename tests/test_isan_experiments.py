@@ -476,7 +476,21 @@ def test_heavy_steps_follow_the_grid_and_the_parity_sizes():
     steps = {s.name: s for s in heavy_steps(values)}
     grid = steps["exact TVs of the learning grid"]
     assert f"{3 ** 3 * 3} runs" in grid.sizes and "grid_T" in grid.shrink
-    bigger = heavy_steps({**values, "grid_T": values["grid_T"] + [12]})
-    assert bigger[0].peak_bytes > grid.peak_bytes
+    bigger = {s.name: s for s in heavy_steps({**values, "grid_T": values["grid_T"] + [12]})}
+    assert bigger["exact TVs of the learning grid"].peak_bytes > grid.peak_bytes
+    assert bigger["the logit-query learner's runs"].flops > steps["the logit-query learner's runs"].flops
     compare = steps["the parity budget comparison"]
     assert compare.peak_bytes >= 8 * 4 * 2 ** (values["parity_compare_n"] + 1)
+
+
+def test_the_learner_cost_bounds_a_runs_queries_times_their_arithmetic():
+    """An independent count: the distinct queries of an actual run (learn_once) against the bound the cost
+    is built on, and the cost per query (a state update per prefix token and the logits)."""
+    from lib.isan import random_isan
+    from lib.isan_experiments import learn_once, learner_cost, query_count_bound, theorem_n
+
+    d, S, T, eps = 2, 3, 5, 0.3
+    run = learn_once(random_isan(d, S, T, np.random.default_rng(0)), eps, np.random.default_rng(1))
+    bound = query_count_bound(d, S, T, theorem_n(d, T, eps))
+    assert run["queries"] <= bound
+    assert learner_cost(d, S, T, eps) == pytest.approx(bound * (2 * d * d * T + 2 * d * S))
