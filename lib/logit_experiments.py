@@ -373,7 +373,7 @@ def lingen_comparison(model, histories, futures, targets, *, k: int, steps: int,
     G_targets = [t for t in targets for _ in range(samples)]
     out = LinGenComparison({}, lg.history_independent_fraction(LH, k))
     for name, (A, B) in coefficients.items():
-        v = np.stack([lg.lingen_coefficients(A, B[i]) for i in range(len(targets))])
+        v = lg.lingen_coefficients(A, B)   # one row per target, one factorisation of A
         out.coefficients[name] = v
         g = lg.lingen(model, histories, np.repeat(v, samples, 0), G_targets, steps, seed=seed)
         out.kl[name], out.tokens[name] = g.kl, g.tokens
