@@ -457,6 +457,12 @@ def svd_flops(m: int, n: int, q: int) -> float:
     return 2.0 * (2 * SVD_NITER + 2) * m * n * min(q, small)
 
 
+def regression_bytes(n_histories: int, n_columns: int) -> float:
+    """Peak bytes of lib.logits.lingen_coefficients on an |H| × n_columns float64 matrix: the matrix, its
+    transposed contiguous copy and the least-squares solver's working copy (LAPACK gelsd overwrites its input)."""
+    return 3 * 8.0 * n_histories * n_columns
+
+
 def extended_matrix_flops(config, n_histories: int, n_futures: int, history_tokens: float,
                           future_tokens: float) -> float:
     """FLOPs of the forward passes of L_M(H, F) with each history's key/value cache reused
@@ -525,8 +531,8 @@ def heavy_steps(values: dict) -> list:
     steps.append(HeavyStep("the extended logit matrices held at once and their SVDs",
                            f"|H| = |F| = {n_big} and {n}, k = {k}, float64", held, svds, "n_spans or k"))
 
-    A = matrix_bytes(Hl, Fl, k) + 8.0 * Hl * vocab          # L_{M,k}(H, F) and L_M(H, {Null})
-    regression_peak = held + 2 * A + A                      # + their concatenation and the solver's copy of it
+    # L_{M,k}(H, F) and L_M(H, {Null}) beside the solve of their concatenation
+    regression_peak = held + matrix_bytes(Hl, Fl, k) + 8.0 * Hl * vocab + regression_bytes(Hl, Fl * k + vocab)
     regression = 2 * sum(2.0 * cols * Hl * min(cols, Hl) for cols in (Fl * k, vocab, Fl * k + vocab))
     steps.append(HeavyStep("LinGen's regression", f"|H| = {Hl}, |F| = {Fl}, k = {k}, V = {vocab}, on top of "
                            "the matrices held", regression_peak, regression,
