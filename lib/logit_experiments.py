@@ -540,5 +540,5 @@ def heavy_steps(values: dict) -> list:
 
     generation = 2 * 3 * sum(matrix_flops(Hl, G, t_l, max(t, 1)) for t in range(m))
     steps.append(HeavyStep("LinGen's generation", f"|H| = {Hl}, G = {G} generations of {m} tokens",
-                           forward_peak + lg.LINGEN_BLOCK_BYTES, generation, "lingen_histories or lingen_targets"))
+                           forward_peak + min(lg.LINGEN_BLOCK_BYTES, 8.0 * Hl * G * vocab), generation, "lingen_histories or lingen_targets"))
     return steps
