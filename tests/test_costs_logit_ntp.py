@@ -159,3 +159,14 @@ def test_lingen_by_history_blocks_is_lingen_at_once(monkeypatch):
     blocks = lg.lingen(lm, H, v, targets, 3, seed=0)
     assert np.array_equal(whole.tokens, blocks.tokens)
     assert np.allclose(whole.kl, blocks.kl, atol=1e-9)
+
+
+def test_matrix_bytes_is_the_size_of_the_computed_matrix():
+    cfg, model = small_neox()
+    lm = CausalLM(model, device="cpu")
+    rng = np.random.default_rng(2)
+    H = [tuple(int(t) for t in rng.integers(0, 300, 4)) for _ in range(5)]
+    F = [tuple(int(t) for t in rng.integers(0, 300, 3)) for _ in range(3)]
+    L = lg.extended_logit_matrix(lm, H, F, 7)
+    assert lx.matrix_bytes(5, 3, 7, L.itemsize) == L.nbytes
+    assert lx.matrix_bytes(5, 3, 7) == L.astype(np.float64).nbytes
