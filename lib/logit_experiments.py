@@ -373,7 +373,7 @@ def lingen_comparison(model, histories, futures, targets, *, k: int, steps: int,
     G_targets = [t for t in targets for _ in range(samples)]
     out = LinGenComparison({}, lg.history_independent_fraction(LH, k))
     for name, (A, B) in coefficients.items():
-        v = np.stack([lg.lingen_coefficients(A, B[i]) for i in range(len(targets))])
+        v = lg.lingen_coefficients(A, B)   # one row per target, one factorisation of A
         out.coefficients[name] = v
         g = lg.lingen(model, histories, np.repeat(v, samples, 0), G_targets, steps, seed=seed)
         out.kl[name], out.tokens[name] = g.kl, g.tokens
@@ -415,3 +415,130 @@ def lemma_c18_check(model, histories, v, targets, steps: int, n_paths: int, seed
         rows.append({"alpha": b["alpha"], "gamma": b["gamma"], "delta": est["delta"], "bound": b["bound"],
                      "measured_kl": est["measured_kl"], "ratio": b["bound"] / est["measured_kl"]})
     return rows
+
+
+# ---------------------------------------------------------------------------
+# What a run costs before it starts (lowrank-book plan; the declaration's `costs:`)
+# ---------------------------------------------------------------------------
+
+CHARS_PER_TOKEN = 4.0   # English under a GPT-NeoX-style BPE: about four characters a token
+SVD_NITER = 4           # torch.svd_lowrank's power iterations in lib.logits.svd
+
+
+def model_config_for(values: dict):
+    """The transformers config of the chapter's largest model for the run's ``values``: the hub model's
+    (:func:`lib.models.hub.model_config`), or the largest of the Introduction's suite at this profile."""
+    from .models.hub import model_config
+
+    if values["hub_model"] != "suite":
+        revisions = values.get("hub_revisions") or [None]
+        return model_config(values["hub_model"], revisions[-1])
+    from .book.chapters import get_chapter
+    from .models.mini_pythia import SIZES, mini_pythia_config
+
+    intro = get_chapter("intro").presets[values.get("profile", "ci")]
+    vocab = int(str(intro["tokenizer"]).split(":")[1]) if str(intro["tokenizer"]).startswith("bpe:") else 50304
+    largest = max(intro["model_sizes"], key=lambda s: SIZES[s]["hidden_size"] * SIZES[s]["num_hidden_layers"])
+    return mini_pythia_config(largest, vocab, intro["context_length"])
+
+
+def matrix_bytes(n_histories: int, n_futures: int, k: int, itemsize: int = 8) -> float:
+    """Bytes of L_{M,k}(H, F): |H| × |F|·k entries."""
+    return float(n_histories) * n_futures * k * itemsize
+
+
+def svd_flops(m: int, n: int, q: int) -> float:
+    """FLOPs of lib.logits.svd(·, "auto", q) on an m × n matrix: LAPACK's thin SVD (about
+    4·m·n·min + 8·min³, Golub & Van Loan §8.6) up to lib.logits.EXACT_SVD_MAX_ENTRIES entries,
+    torch.svd_lowrank beyond (2·(2·niter + 2) products of the matrix with an n × q or m × q block)."""
+    small = min(m, n)
+    if m * n <= lg.EXACT_SVD_MAX_ENTRIES:
+        return 4.0 * m * n * small + 8.0 * small ** 3
+    return 2.0 * (2 * SVD_NITER + 2) * m * n * min(q, small)
+
+
+def regression_bytes(n_histories: int, n_columns: int) -> float:
+    """Peak bytes of lib.logits.lingen_coefficients on an |H| × n_columns float64 matrix: the matrix, its
+    transposed contiguous copy and the least-squares solver's working copy (LAPACK gelsd overwrites its input)."""
+    return 3 * 8.0 * n_histories * n_columns
+
+
+def extended_matrix_flops(config, n_histories: int, n_futures: int, history_tokens: float,
+                          future_tokens: float) -> float:
+    """FLOPs of the forward passes of L_M(H, F) with each history's key/value cache reused
+    (lib.models.prefix_reuse): every history once (``history_tokens`` on average, no logits), then
+    every future after every history (``future_tokens``, attending to the history and itself), the
+    full-vocabulary logits at the last position of each h∘f (lib.models.causal_lm.forward_flops)."""
+    from .models.causal_lm import forward_flops
+
+    return (forward_flops(config, n_histories * history_tokens, history_tokens / 2, logits_at=0)
+            + forward_flops(config, n_histories * n_futures * future_tokens, history_tokens + future_tokens / 2,
+                            logits_at=n_histories * n_futures))
+
+
+def heavy_steps(values: dict) -> list:
+    """The heavy steps of the chapter "Logit rank" for the run's parameter ``values`` (the
+    declaration's ``costs:``), each a :class:`lib.book.costs.HeavyStep`:
+
+    1. the model's forward passes for every extended logit matrix the chapter computes (the main
+       pair at |H| = |F| = max(n_spans, alpha_sizes), the control pair and the nonsense futures at
+       n_spans, one per checkpoint at n_train, LinGen's at lingen_histories × lingen_futures), with
+       the history's key/value cache reused (lib.models.prefix_reuse): |H| history passes and
+       |H|·|F| future passes, logits at the last position only;
+    2. the float64 matrices the chapter holds at once (the two at the largest n, four at n_spans,
+       the Gaussian null, one rank-r approximation in flight) and their truncated SVDs;
+    3. LinGen's regression (§3.3) on top of what step 2 holds: L_{M,k}(H, F), L_M(H, {Null}), their
+       concatenation and the least-squares solver's copy, one factorisation for all targets, for the
+       three regressions and both options;
+    4. LinGen's generation: G = lingen_targets·lingen_samples generations of lingen_steps tokens, each
+       step an extended logit matrix of every history against the G prefixes z (full vocabulary, a
+       block of histories at a time), for the three generators with coefficients and both options.
+    """
+    from .book.costs import HeavyStep
+    from .models.causal_lm import estimate_param_count, forward_flops
+    from .models.prefix_reuse import DEFAULT_BATCH_TOKENS
+
+    cfg = model_config_for(values)
+    d, vocab = cfg.hidden_size, cfg.vocab_size
+    k, n, n_train = values["k"], values["n_spans"], values["n_train"]
+    n_big = max(n, max(values["alpha_sizes"]))
+    mean_chars = (values["span_min_chars"] + values["span_max_chars"]) / 2
+    t_h = min(values["max_span_tokens"], max(1.0, mean_chars / CHARS_PER_TOKEN))
+    t_f = min(values["max_span_tokens"], max(1.0, (values["span_max_chars"] - values["span_min_chars"]) / 2
+                                              / CHARS_PER_TOKEN))
+    t_l = (values["lingen_min_tokens"] + values["lingen_max_tokens"]) / 2
+    Hl, Fl, m = values["lingen_histories"], values["lingen_futures"], values["lingen_steps"]
+    G = values["lingen_targets"] * values["lingen_samples"]
+    n_checkpoints = len(values["hub_revisions"]) if values["hub_model"] != "suite" else 8
+
+    def matrix_flops(nh, nf, th, tf):
+        return extended_matrix_flops(cfg, nh, nf, th, tf)
+
+    params = 4.0 * estimate_param_count(cfg)
+    forward_peak = params + DEFAULT_BATCH_TOKENS * (16 * d + vocab) * 4.0
+    passes = (2 * matrix_flops(n_big, n_big, t_h, t_f) + 4 * matrix_flops(n, n, t_h, t_f)
+              + n_checkpoints * matrix_flops(n_train, n_train, t_h, t_f)
+              + 2 * (matrix_flops(Hl, Fl, t_l, t_l) + matrix_flops(values["lingen_targets"], Fl, t_l, t_l)))
+    steps = [HeavyStep("the forward passes of the extended logit matrices",
+                       f"|H| = |F| = {n_big} (main), {n} (controls), {n_train} × {n_checkpoints} checkpoints, "
+                       f"LinGen {Hl} × {Fl}; ≈{t_h:.0f} + {t_f:.0f} tokens",
+                       forward_peak, passes, "n_spans, n_train or lingen_histories")]
+
+    held = 2 * matrix_bytes(n_big, n_big, k) + 5 * matrix_bytes(n, n, k) + matrix_bytes(n_big, n_big, k, 4)
+    q = max(list(values["ranks"]) + list(values["angle_ranks"]))
+    svds = (7 * svd_flops(n, n * k, q) + n_checkpoints * svd_flops(n_train, n_train * k, q)
+            + sum(svd_flops(int(n / i ** 0.5), int(n / i ** 0.5) * k, q) for i in values["downsize"]))
+    steps.append(HeavyStep("the extended logit matrices held at once and their SVDs",
+                           f"|H| = |F| = {n_big} and {n}, k = {k}, float64", held, svds, "n_spans or k"))
+
+    # L_{M,k}(H, F) and L_M(H, {Null}) beside the solve of their concatenation
+    regression_peak = held + matrix_bytes(Hl, Fl, k) + 8.0 * Hl * vocab + regression_bytes(Hl, Fl * k + vocab)
+    regression = 2 * sum(2.0 * cols * Hl * min(cols, Hl) for cols in (Fl * k, vocab, Fl * k + vocab))
+    steps.append(HeavyStep("LinGen's regression", f"|H| = {Hl}, |F| = {Fl}, k = {k}, V = {vocab}, on top of "
+                           "the matrices held", regression_peak, regression,
+                           "lingen_histories or lingen_futures (or n_spans: the matrices held)"))
+
+    generation = 2 * 3 * sum(matrix_flops(Hl, G, t_l, max(t, 1)) for t in range(m))
+    steps.append(HeavyStep("LinGen's generation", f"|H| = {Hl}, G = {G} generations of {m} tokens",
+                           forward_peak + min(lg.LINGEN_BLOCK_BYTES, 8.0 * Hl * G * vocab), generation, "lingen_histories or lingen_targets"))
+    return steps

@@ -72,9 +72,11 @@ def as_tensor(x) -> torch.Tensor:
 
 
 def least_squares(A, b) -> np.ndarray:
-    """argmin_x ‖A x − b‖₂ (the minimum-norm solution where A has dependent columns)."""
+    """argmin_x ‖A x − b‖₂ (the minimum-norm solution where A has dependent columns); ``b`` a vector,
+    or a matrix whose columns are solved for at once (one factorisation of A for all of them)."""
     A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return torch.linalg.lstsq(as_tensor(A), as_tensor(b)[:, None], driver="gelsd").solution[:, 0].numpy()
+    x = torch.linalg.lstsq(as_tensor(A), as_tensor(b.reshape(len(b), -1)), driver="gelsd").solution.numpy()
+    return x[:, 0] if b.ndim == 1 else x
 
 
 # ---------------------------------------------------------------------------
@@ -708,14 +710,19 @@ def nearest_neighbours(L) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 def lingen_coefficients(L_H, L_target, ridge: float = 0.0) -> np.ndarray:
-    """v minimising ‖L(h_targ, F) − vᵀ L(H, F)‖² (+ ridge·‖v‖²): the regression of §3.3."""
+    """v minimising ‖L(h_targ, F) − vᵀ L(H, F)‖² (+ ridge·‖v‖²): the regression of §3.3. ``L_target``
+    one target's row, or a matrix with one row per target (then one row of v per target, from one
+    factorisation of L_H: the paper's 50 targets cost one least-squares solve, not 50)."""
     A = np.asarray(L_H, dtype=np.float64)
-    b = np.asarray(L_target, dtype=np.float64).ravel()
-    if A.shape[1] != b.size:
-        raise LogitsError(f"L_target has {b.size} columns but L_H has {A.shape[1]}")
+    B = np.asarray(L_target, dtype=np.float64)
+    rows = B.reshape(-1, B.shape[-1]) if B.ndim == 2 else B.reshape(1, -1)
+    if A.shape[1] != rows.shape[1]:
+        raise LogitsError(f"L_target has {rows.shape[1]} columns but L_H has {A.shape[1]}")
     if ridge > 0:
-        return torch.linalg.solve(as_tensor(A @ A.T + ridge * np.eye(A.shape[0])), as_tensor(A @ b)).numpy()
-    return least_squares(A.T, b)
+        v = torch.linalg.solve(as_tensor(A @ A.T + ridge * np.eye(A.shape[0])), as_tensor(A @ rows.T)).numpy().T
+    else:
+        v = least_squares(A.T, rows.T).T
+    return v if B.ndim == 2 else v[0]
 
 
 def _kl_rows(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
@@ -736,10 +743,22 @@ class Generation:
     kl: np.ndarray
 
 
+LINGEN_BLOCK_BYTES = 2 ** 28   # the full-vocabulary rows L_M(H_block, {z_g}) LinGen holds at once (256 MB)
+
+
+def history_blocks_within(n_histories: int, row_entries: int, max_bytes: float) -> list[list[int]]:
+    """Consecutive blocks of the indices 0..n_histories−1 whose float64 rows of ``row_entries`` entries
+    each take at most ``max_bytes`` (at least one history a block)."""
+    size = max(1, int(max_bytes // (8 * max(row_entries, 1))))
+    return [list(range(i, min(i + size, n_histories))) for i in range(0, n_histories, size)]
+
+
 def lingen(model, histories, v, targets, m: int, seed: int = 0, **kwargs) -> Generation:
     """Algorithm 1 for several targets at once: generation g has coefficients ``v[g]`` over
     ``histories``; at step t it samples z_t ~ softmax(v[g]ᵀ L_M(H, {z_{1:t−1}})) (full vocabulary,
-    mean-centred logits), querying M only at h∘z for h ∈ H. Beside each step the KL of this
+    mean-centred logits), querying M only at h∘z for h ∈ H, a block of histories at a time
+    (:data:`LINGEN_BLOCK_BYTES`: the paper's |H| = 40000 rows of a 50k vocabulary would take
+    terabytes at once). Beside each step the KL of this
     distribution from the model's own p(· | h_targ∘z_{1:t−1}) (KL(LinGen ‖ M), the direction
     of Corollary C.19) is recorded; h_targ itself is queried only for that measurement."""
     rng = np.random.default_rng(seed)
@@ -748,11 +767,15 @@ def lingen(model, histories, v, targets, m: int, seed: int = 0, **kwargs) -> Gen
     G = len(targets)
     toks = np.zeros((G, m), dtype=np.int64)
     kls = np.zeros((G, m))
+    row_entries = G * vocab_size(model, histories[0]) if histories else 0
     for t in range(m):
         fut = [tuple(int(x) for x in toks[g, :t]) for g in range(G)]
-        L = extended_logit_matrix(model, histories, fut, None, True, **kwargs).astype(np.float64)
-        V = L.shape[1] // G
-        logits = np.einsum("gh,hgv->gv", v, L.reshape(len(histories), G, V))
+        logits = 0.0
+        for block in history_blocks_within(len(histories), row_entries, LINGEN_BLOCK_BYTES):
+            L = extended_logit_matrix(model, [histories[i] for i in block], fut, None, True, **kwargs)
+            L = L.astype(np.float64).reshape(len(block), G, -1)
+            logits = logits + np.einsum("gh,hgv->gv", v[:, block], L)  # Σ_h v[g, h] L_M[· | h∘z_g], a block at a time
+        V = logits.shape[1]
         q = _log_softmax(logits)
         p = next_token_logprobs(model, [targets[g] + fut[g] for g in range(G)])
         kls[:, t] = _kl_rows(q, p)

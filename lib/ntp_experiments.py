@@ -614,3 +614,54 @@ def logit_spectra(data: NTPData, named: Mapping[str, np.ndarray], small_d: Seque
         W, H, _ = ufm_train(data.pi, data.P, d, steps=steps, lr=lr, weight_decay=0.01, seed=seed)
         mats[f"UFM d={d}"] = centred(W @ H)
     return {name: np.linalg.svd(L, compute_uv=False) for name, L in mats.items()}
+
+
+# ---------------------------------------------------------------------------
+# What a run costs before it starts (lowrank-book plan; the declaration's `costs:`)
+# ---------------------------------------------------------------------------
+
+SVM_ITERATIONS = 10_000   # SCS iterations assumed for the NTP-SVM at eps = 1e-7 (its cap is 10^6; at ci it takes ~10^3–10^4)
+
+
+def transformer_config(vocab: int, hidden: int, layers: int, context_length: int):
+    """The shape of the chapter's transformer (lib.conditional_models.TransformerModel: GPT-NeoX, d_ff = 4d,
+    four heads) as a transformers config, for the cost formulas of lib.models.causal_lm."""
+    from transformers import GPTNeoXConfig
+
+    return GPTNeoXConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                         intermediate_size=4 * hidden, max_position_embeddings=max(context_length, 8))
+
+
+def heavy_steps(values: dict) -> list:
+    """The heavy steps of the chapter "Geometry of next-token prediction" for the run's parameter
+    ``values`` (the declaration's ``costs:``), each a :class:`lib.book.costs.HeavyStep`:
+
+    1. the nuclear-norm NTP-SVM on the m = contexts corpus contexts (cvxpy, SCS): a semidefinite cone of
+       order V + m, whose projection (an eigendecomposition, about 9·n³ FLOPs) dominates each of the
+       assumed :data:`SVM_ITERATIONS` iterations; memory: a few dense n × n matrices;
+    2. gradient descent on the linear model of NeurIPS'24 App. A.2 (V = 10, m = 50, d = 60): two
+       V × d × m products a step;
+    3. the transformer and the UFM beside it: tf_steps full-batch AdamW steps on the m contexts of T
+       tokens (3× a forward pass each), then n_untrained fresh initialisations read out once; memory:
+       lib.models.causal_lm.estimate_training_bytes;
+    4. the permutation tests: n_perm relabellings of each of the four m × m geometry correlations.
+    """
+    from .book.costs import HeavyStep
+    from .models.causal_lm import estimate_training_bytes, forward_flops
+
+    V, m, T = values["vocab"], values["contexts"], values["context_length"]
+    n = V + m
+    steps = [HeavyStep("the NTP-SVM (semidefinite cone, SCS)", f"V = {V}, m = {m}: a cone of order {n}",
+                       8.0 * 6 * n * n, 9.0 * n ** 3 * SVM_ITERATIONS, "contexts or vocab")]
+    steps.append(HeavyStep("gradient descent on the linear model", f"{values['gd_steps']} steps, V = 10, m = 50, d = 60",
+                           8.0 * 4 * 10 * 50 * 60, 2 * 2 * 10 * 60 * 50 * float(values["gd_steps"]), "gd_steps"))
+    cfg = transformer_config(V, values["tf_hidden"], values["tf_layers"], T)
+    train = 3 * values["tf_steps"] * forward_flops(cfg, m * T, T / 2) + values["n_untrained"] * forward_flops(
+        cfg, m * T, T / 2)
+    steps.append(HeavyStep("the transformer's training and its untrained controls",
+                           f"d = {values['tf_hidden']}, {values['tf_layers']} layers, {values['tf_steps']} steps on "
+                           f"{m} contexts of {T} tokens, {values['n_untrained']} controls",
+                           float(estimate_training_bytes(cfg, m, T)), train, "tf_hidden, tf_layers or tf_steps"))
+    steps.append(HeavyStep("the permutation tests", f"{values['n_perm']} relabellings of 4 m × m correlations, m = {m}",
+                           8.0 * 4 * m * m, 4 * 4.0 * m * m * values["n_perm"], "n_perm"))
+    return steps

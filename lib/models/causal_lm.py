@@ -127,6 +127,23 @@ def estimate_param_count(config) -> int:
         return int(12 * n_layers * d * d + (1 if tied else 2) * vocab * d)
 
 
+def forward_flops(config, tokens: float, context: float, logits_at: float | None = None) -> float:
+    """Floating-point operations of a GPT-style forward pass over ``tokens`` tokens, each attending
+    to ``context`` positions on average, with the unembedding (logits over the vocabulary) at
+    ``logits_at`` of them (default: all).
+
+    Per token and layer: the q, k, v and output projections (4d² multiply-adds) and the MLP
+    (2·d·d_ff, d_ff = 4d for Pythia), i.e. 2·(4d² + 2·d·d_ff) FLOPs, and attention, scores and
+    weighted values, 2·2·context·d FLOPs; the unembedding is 2·d·V FLOPs per position it is
+    computed at (Kaplan et al. 2020, Table 1, with the attention term kept). Norms, softmax and
+    embeddings are left out: below a few per cent at these widths.
+    """
+    d, n_layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+    d_ff = getattr(config, "intermediate_size", None) or 4 * d
+    per_token = n_layers * (2 * (4 * d * d + 2 * d * d_ff) + 4 * context * d)
+    return float(tokens * per_token + (tokens if logits_at is None else logits_at) * 2 * d * vocab)
+
+
 def estimate_training_bytes(config, batch_size: int, context_length: int, activation_bytes: int = 4) -> int:
     """Rough peak memory of one AdamW training step of a GPT-style model, in bytes.
 
@@ -456,5 +473,5 @@ def sequence_loss(model, batch) -> torch.Tensor:
 
 
 __all__ = ["CausalLM", "ModelUnavailableError", "available_memory", "check_fits_in_memory", "sequence_loss",
-           "estimate_param_count", "estimate_training_bytes", "heldout_windows", "quiet_transformers", "hub_offline",
+           "estimate_param_count", "estimate_training_bytes", "forward_flops", "heldout_windows", "quiet_transformers", "hub_offline",
            "hub_reachable", "HUB_NAME"]

@@ -103,6 +103,55 @@ def load_tokenizer(name_or_path, revision: str | None = None, cache_dir=None, lo
     return tokenizer_from(*resolve_model_source(name_or_path, revision, cache_dir, local_files_only))
 
 
+# Shapes of the hub models the paper presets name, for planning a run before anything is downloaded
+# (the config.json of each model on the hub: GPT-NeoX, d_ff = 4d, untied embeddings).
+KNOWN_SHAPES = {
+    "EleutherAI/pythia-70m": {"hidden_size": 512, "num_hidden_layers": 6, "num_attention_heads": 8,
+                              "intermediate_size": 2048, "vocab_size": 50304},
+    "EleutherAI/pythia-160m": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                               "intermediate_size": 3072, "vocab_size": 50304},
+    "EleutherAI/pythia-410m": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                               "intermediate_size": 4096, "vocab_size": 50304},
+}
+
+
+def model_config(name_or_path, revision: str | None = None):
+    """The ``transformers`` config of a model at ``revision`` without reading its weights: from its
+    ``config.json`` where :func:`resolve_model_source` finds one here (a local directory, a cached
+    snapshot), else, for a model of :data:`KNOWN_SHAPES`, a GPT-NeoX config of that shape (so a run
+    can be planned before anything is downloaded). ``ModelSourceError`` for any other model."""
+    from transformers import AutoConfig, GPTNeoXConfig
+
+    try:
+        source, _ = resolve_model_source(name_or_path, revision, local_files_only=True)
+        if Path(source, "config.json").is_file():
+            return AutoConfig.from_pretrained(source, local_files_only=True)
+    except (ModelSourceError, ModelUnavailableError, FileNotFoundError, OSError):
+        pass
+    name = os.fspath(name_or_path)
+    if name in KNOWN_SHAPES:
+        return GPTNeoXConfig(**KNOWN_SHAPES[name])
+    raise ModelSourceError(f"no config.json of {name!r} at revision {revision or 'main'!r} here, and its shape is not "
+                           f"one of the known {sorted(KNOWN_SHAPES)}")
+
+
+def hub_model_problem(name: str) -> str | None:
+    """Why the chapter's ``hub_model`` cannot be read on this machine (offline, a hub name with no
+    revision in the local Hugging Face cache), or None: the declaration's preflight, before any
+    kernel starts. Each revision is checked when :class:`ModelSeries` is made."""
+    if name == "suite" or Path(os.fspath(name)).expanduser().is_dir() or not hub_offline():
+        return None
+    from huggingface_hub import constants
+
+    refs = Path(constants.HF_HUB_CACHE, "models--" + name.replace("/", "--"), "refs")
+    if refs.is_dir() and any(refs.iterdir()):
+        return None
+    return (f"the hub is offline (HF_HUB_OFFLINE) and the local Hugging Face cache {constants.HF_HUB_CACHE} holds no "
+            f"revision of {name!r}; what works offline: a cached snapshot (scripts/hub_standins.py writes stand-ins "
+            "of every model the paper presets name), a local directory with one save_pretrained folder per "
+            "revision, or 'suite'")
+
+
 class ModelSeries:
     """One model at several revisions (training checkpoints, first = step 0, last = final) with the
     tokenizer saved with its last revision: the models of the chapter "Logit rank" when they
@@ -142,5 +191,5 @@ class ModelSeries:
         return f"{path.resolve() if path.exists() else self.name}@{revision}"
 
 
-__all__ = ["ModelSourceError", "resolve_model_source", "load_model", "load_tokenizer", "tokenizer_from",
+__all__ = ["ModelSourceError", "resolve_model_source", "model_config", "hub_model_problem", "KNOWN_SHAPES", "load_model", "load_tokenizer", "tokenizer_from",
            "ModelSeries"]

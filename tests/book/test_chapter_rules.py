@@ -69,6 +69,20 @@ RULES = [
     ("isan", {"approx_etas": [0.01, 0.01]}, "parameter 'approx_etas'", "the items repeat",
      {"approx_etas": [0.01, 0.001]}),
     ("isan", {"scaling_d": [4, 4]}, "parameter 'scaling_d'", "the items repeat", {"scaling_d": [2, 4]}),
+    # Logit rank: lists of numbers, the earlier checkpoint before the last (the suite's 8 in ci)
+    ("logit_rank", {"ranks": [1, 2.5]}, "parameter 'ranks'", "item [1]", {"ranks": [1, 2]}),
+    ("logit_rank", {"angle_ranks": ["5"]}, "parameter 'angle_ranks'", "item [0]", {"angle_ranks": [5]}),
+    ("logit_rank", {"alpha_sizes": [30]}, "parameter 'alpha_sizes'", "1 items, fewer than 2", {"alpha_sizes": [30, 60]}),
+    ("logit_rank", {"downsize": [1.0]}, "parameter 'downsize'", "min(downsize) > 1", {"downsize": [1.5]}),
+    ("logit_rank", {"earlier_checkpoint": -1}, "parameter 'earlier_checkpoint'", "earlier_checkpoint != -1",
+     {"earlier_checkpoint": -2}),
+    ("logit_rank", {"earlier_checkpoint": 7}, "parameter 'earlier_checkpoint'", "<= 8 * (hub_model == 'suite')",
+     {"earlier_checkpoint": 6}),
+    ("logit_rank", {"earlier_checkpoint": -9}, "parameter 'earlier_checkpoint'", "<= earlier_checkpoint",
+     {"earlier_checkpoint": -8}),
+    # Geometry of next-token prediction: four heads, UFM widths below V
+    ("ntp", {"tf_hidden": 30}, "parameter 'tf_hidden'", "tf_hidden % 4 == 0", {"tf_hidden": 32}),
+    ("ntp", {"small_d": [40]}, "parameter 'small_d'", "max(small_d) < vocab", {"small_d": [39]}),
 ]
 
 
@@ -91,7 +105,7 @@ def test_every_rule_of_these_chapters_is_declared_not_checked_by_hand():
     """No chapter of this group checks a parameter in its cells: the first code cell is setup(...)."""
     from lib.book.chapters import read_notebook
 
-    for chapter in ("intro", "hilbert", "modes", "examples", "isan"):
+    for chapter in ("intro", "hilbert", "modes", "examples", "isan", "logit_rank"):
         nb = read_notebook(REPO_ROOT / chapters()[chapter].path)
         code = [cell.source for cell in nb.cells if cell.cell_type == "code"]
         assert f'setup("{chapter}")' in code[1], chapter

@@ -93,3 +93,29 @@ def test_unknown_hub_model_is_refused_offline(monkeypatch):
 def test_old_names_in_lib_logits_are_the_moved_objects():
     for name in ("ModelSeries", "load_model", "load_tokenizer", "resolve_model_source", "ModelSourceError"):
         assert getattr(lg, name) is getattr(hub, name)
+
+
+def test_hub_model_problem_offline_names_the_model_and_what_works(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from lib.models.hub import hub_model_problem
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    why = hub_model_problem("EleutherAI/pythia-70m")
+    assert "'EleutherAI/pythia-70m'" in why and "offline" in why and "suite" in why
+    assert hub_model_problem("suite") is None
+    refs = tmp_path / "models--EleutherAI--pythia-70m" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "step0").write_text("0" * 40)
+    assert hub_model_problem("EleutherAI/pythia-70m") is None
+
+
+def test_model_config_of_a_known_model_without_a_cache(monkeypatch, tmp_path):
+    from lib.models.hub import KNOWN_SHAPES, model_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    cfg = model_config("EleutherAI/pythia-70m", "step0")
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size) == (512, 6, 50304)
+    assert set(KNOWN_SHAPES) >= {"EleutherAI/pythia-70m"}
