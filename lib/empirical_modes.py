@@ -1040,8 +1040,8 @@ def heavy_steps(values: dict) -> list:
     return [
         HeavyStep("counting the corpus's windows", f"{n:.3g} tokens at most, peak at (k, l) = ({k}, {l}), "
                   f"{len(values['orders'])} orders × {copies} copies",
-                  count_bytes + 8.0 * n, count_ops, "max_corpus_mb"),
+                  count_bytes + 8.0 * n, count_ops, "max_corpus_mb", host=True),
         HeavyStep("top components of P and M", f"r = {values['n_components']} at (k, l) = ({ck}, {cl}), "
                   f"threshold {t}, at most {min(vocab ** ck, n / t):.3g} histories", svd_bytes, svd_flops,
-                  "max_corpus_mb or n_components"),
+                  "max_corpus_mb or n_components", host=True),
     ]

@@ -842,13 +842,13 @@ def heavy_steps(values: dict) -> list:
     return [
         HeavyStep("the logit-query learner's runs", f"{len(learner_runs)} runs up to T = "
                   f"{max(r[2] for r in learner_runs)} (query bound of Lemma C.17)", 0.0,
-                  sum(learner_cost(*r) for r in learner_runs), "grid_*, scaling_*, horizon_T or the repeats"),
+                  sum(learner_cost(*r) for r in learner_runs), "grid_*, scaling_*, horizon_T or the repeats", host=True),
         HeavyStep("exact TVs of the learning grid", f"{len(grid) * runs} runs up to |Σ|^T = {S_max}^{T_max}",
-                  grid_peak, grid_flops, "grid_T or grid_alphabet"),
+                  grid_peak, grid_flops, "grid_T or grid_alphabet", host=True),
         HeavyStep("Theorem 4.3 models", f"{len(thm)} configurations", max(b for b, _ in thm),
-                  3.0 * sum(f for _, f in thm), "thm43_configs"),
+                  3.0 * sum(f for _, f in thm), "thm43_configs", host=True),
         HeavyStep("noisy-parity learners from samples", f"up to m = {m} samples at n = {n_max}", sample_bytes,
-                  float(sample_flops), "parity_max_samples or parity_n"),
+                  float(sample_flops), "parity_max_samples or parity_n", host=True),
         HeavyStep("the parity budget comparison", f"2^{c + 1} strings at n = {c}", compare_bytes, compare_flops,
-                  "parity_compare_n"),
+                  "parity_compare_n", host=True),
     ]

@@ -529,14 +529,14 @@ def heavy_steps(values: dict) -> list:
     svds = (7 * svd_flops(n, n * k, q) + n_checkpoints * svd_flops(n_train, n_train * k, q)
             + sum(svd_flops(int(n / i ** 0.5), int(n / i ** 0.5) * k, q) for i in values["downsize"]))
     steps.append(HeavyStep("the extended logit matrices held at once and their SVDs",
-                           f"|H| = |F| = {n_big} and {n}, k = {k}, float64", held, svds, "n_spans or k"))
+                           f"|H| = |F| = {n_big} and {n}, k = {k}, float64", held, svds, "n_spans or k", host=True))
 
     # L_{M,k}(H, F) and L_M(H, {Null}) beside the solve of their concatenation
     regression_peak = held + matrix_bytes(Hl, Fl, k) + 8.0 * Hl * vocab + regression_bytes(Hl, Fl * k + vocab)
     regression = 2 * sum(2.0 * cols * Hl * min(cols, Hl) for cols in (Fl * k, vocab, Fl * k + vocab))
     steps.append(HeavyStep("LinGen's regression", f"|H| = {Hl}, |F| = {Fl}, k = {k}, V = {vocab}, on top of "
                            "the matrices held", regression_peak, regression,
-                           "lingen_histories or lingen_futures (or n_spans: the matrices held)"))
+                           "lingen_histories or lingen_futures (or n_spans: the matrices held)", host=True))
 
     generation = 2 * 3 * sum(matrix_flops(Hl, G, t_l, max(t, 1)) for t in range(m))
     steps.append(HeavyStep("LinGen's generation", f"|H| = {Hl}, G = {G} generations of {m} tokens",

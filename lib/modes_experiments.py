@@ -342,9 +342,9 @@ def heavy_steps(values: dict) -> list:
     eff_bytes, eff_flops = effective_cost(S ** 2, S, S)
     return [
         HeavyStep("modes of the corpus language at (2, 2)", f"a {S ** 2} × {S ** 2} dense SVD", svd_bytes, svd_flops,
-                  "corpus_symbols"),
+                  "corpus_symbols", host=True),
         HeavyStep(f"history ladder at k = {K}", f"a {widest ** K} × {widest} dense SVD", ladder_bytes, ladder_flops,
-                  "max_history or corpus_symbols"),
+                  "max_history or corpus_symbols", host=True),
         HeavyStep("effective distributions of the corpus language at (2, 1)",
-                  f"{S + 1} cutoffs on {S ** 2} histories × {S} continuations", eff_bytes, eff_flops, "corpus_symbols"),
+                  f"{S + 1} cutoffs on {S ** 2} histories × {S} continuations", eff_bytes, eff_flops, "corpus_symbols", host=True),
     ]

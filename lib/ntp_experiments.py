@@ -652,9 +652,9 @@ def heavy_steps(values: dict) -> list:
     V, m, T = values["vocab"], values["contexts"], values["context_length"]
     n = V + m
     steps = [HeavyStep("the NTP-SVM (semidefinite cone, SCS)", f"V = {V}, m = {m}: a cone of order {n}",
-                       8.0 * 6 * n * n, 9.0 * n ** 3 * SVM_ITERATIONS, "contexts or vocab")]
+                       8.0 * 6 * n * n, 9.0 * n ** 3 * SVM_ITERATIONS, "contexts or vocab", host=True)]
     steps.append(HeavyStep("gradient descent on the linear model", f"{values['gd_steps']} steps, V = 10, m = 50, d = 60",
-                           8.0 * 4 * 10 * 50 * 60, 2 * 2 * 10 * 60 * 50 * float(values["gd_steps"]), "gd_steps"))
+                           8.0 * 4 * 10 * 50 * 60, 2 * 2 * 10 * 60 * 50 * float(values["gd_steps"]), "gd_steps", host=True))
     cfg = transformer_config(V, values["tf_hidden"], values["tf_layers"], T)
     train = 3 * values["tf_steps"] * forward_flops(cfg, m * T, T / 2) + values["n_untrained"] * forward_flops(
         cfg, m * T, T / 2)
@@ -663,5 +663,5 @@ def heavy_steps(values: dict) -> list:
                            f"{m} contexts of {T} tokens, {values['n_untrained']} controls",
                            float(estimate_training_bytes(cfg, m, T)), train, "tf_hidden, tf_layers or tf_steps"))
     steps.append(HeavyStep("the permutation tests", f"{values['n_perm']} relabellings of 4 m × m correlations, m = {m}",
-                           8.0 * 4 * m * m, 4 * 4.0 * m * m * values["n_perm"], "n_perm"))
+                           8.0 * 4 * m * m, 4 * 4.0 * m * m * values["n_perm"], "n_perm", host=True))
     return steps

@@ -243,7 +243,7 @@ def _plan(args: argparse.Namespace) -> int:
                 mine = {**chapter.presets.get(SMOKE, {}), **mine}
             planned.append((chapter, chapter.resolve(mine)))  # no preflight: plan for a device this machine lacks
         if args.gpu:
-            device = named_gpu(*args.gpu)
+            device = named_gpu(*args.gpu, host=this_device("cpu"))
         else:
             wants_cuda = any(values["device"] == "cuda" for _, values in planned)
             import torch

@@ -32,13 +32,16 @@ class DoesNotFit(ValueError):
 class HeavyStep:
     """One heavy step of a chapter: ``name`` (what it computes), ``sizes`` (the quantities that set its
     cost, in words: "|H| = 10000, |F| = 10000, k = 50"), ``peak_bytes`` (estimated peak memory),
-    ``flops`` (floating-point operations), ``shrink`` (the parameters that lower it)."""
+    ``flops`` (floating-point operations), ``shrink`` (the parameters that lower it), ``host`` (True for a step
+    that runs in host memory on the CPU whatever the run's device: NumPy or SciPy work, counting, solvers; it is
+    held to the host's memory and priced at the host's rate). A ``peak_bytes`` of 0 means not estimated."""
 
     name: str
     sizes: str
     peak_bytes: float
     flops: float
     shrink: str = ""
+    host: bool = False
 
     def seconds(self, flops_per_s: float) -> float:
         return self.flops / flops_per_s
@@ -46,12 +49,18 @@ class HeavyStep:
 
 @dataclass(frozen=True)
 class Device:
-    """A device to plan for: its name, memory in bytes and matmul throughput in FLOP/s."""
+    """A device to plan for: its name, memory in bytes and matmul throughput in FLOP/s, and for an
+    accelerator its ``host`` (the CPU that runs the host steps; None: the device is the CPU itself)."""
 
     name: str
     memory_bytes: float
     flops_per_s: float
     measured: bool = True
+    host: "Device | None" = None
+
+    def runs(self, step: HeavyStep) -> "Device":
+        """The device that runs ``step``: the host for a host step on an accelerator, else this one."""
+        return self.host if step.host and self.host is not None else self
 
 
 def _available_cpu_memory() -> float:
@@ -94,7 +103,8 @@ def this_device(device: str = "auto", measure: bool = True) -> Device:
         key = {"device": props.name, "torch": torch.__version__}
         rate = cached("matmul-throughput", key, lambda: {"flops": measure_matmul_flops("cuda", 4096)},
                       fmt="pickle")["flops"] if measure else math.nan
-        return Device(f"{props.name} ({props.total_memory / GB:.0f} GB)", float(props.total_memory), rate)
+        return Device(f"{props.name} ({props.total_memory / GB:.0f} GB)", float(props.total_memory), rate,
+                      host=this_device("cpu", measure))
     threads = torch.get_num_threads()
     key = {"device": "cpu", "threads": threads, "cpus": os.cpu_count(), "torch": torch.__version__}
     rate = cached("matmul-throughput", key, lambda: {"flops": measure_matmul_flops("cpu")},
@@ -102,9 +112,11 @@ def this_device(device: str = "auto", measure: bool = True) -> Device:
     return Device(f"CPU ({threads} threads)", _available_cpu_memory(), rate)
 
 
-def named_gpu(memory_gb: float, tflops: float) -> Device:
-    """A GPU planned for without having it: ``memory_gb`` of memory at ``tflops`` (stated, not measured)."""
-    return Device(f"a {memory_gb:g} GB GPU at {tflops:g} TFLOP/s (stated)", memory_gb * GB, tflops * 1e12, False)
+def named_gpu(memory_gb: float, tflops: float, host: Device | None = None) -> Device:
+    """A GPU planned for without having it: ``memory_gb`` of memory at ``tflops`` (stated, not measured), its
+    host steps on ``host`` (the lowrank-book command passes this machine's CPU)."""
+    return Device(f"a {memory_gb:g} GB GPU at {tflops:g} TFLOP/s (stated)", memory_gb * GB, tflops * 1e12, False,
+                  host)
 
 
 def heavy_steps(chapter, values: dict[str, Any]) -> list[HeavyStep]:
@@ -116,11 +128,12 @@ def heavy_steps(chapter, values: dict[str, Any]) -> list[HeavyStep]:
 
 def check_fits(chapter_id: str, steps: list[HeavyStep], device: Device) -> None:
     """Raise :class:`DoesNotFit` for the largest step that exceeds the device's memory."""
-    too_big = [s for s in steps if s.peak_bytes > device.memory_bytes]
+    too_big = [s for s in steps if s.peak_bytes > device.runs(s).memory_bytes]
     if too_big:
         worst = max(too_big, key=lambda s: s.peak_bytes)
+        where = device.runs(worst)
         raise DoesNotFit(f"{chapter_id}: {worst.name} at {worst.sizes} needs {_bytes(worst.peak_bytes)}; "
-                         f"{device.name} has {_bytes(device.memory_bytes)}"
+                         f"{where.name} has {_bytes(where.memory_bytes)}"
                          + (f": lower {worst.shrink}" if worst.shrink else ""))
 
 
@@ -151,10 +164,13 @@ def plan_lines(chapter_id: str, steps: list[HeavyStep], device: Device) -> list[
     lines = [f"{chapter_id} on {device.name}, {_bytes(device.memory_bytes)}, "
              f"{device.flops_per_s / 1e9:.3g} GFLOP/s {'measured' if device.measured else 'stated'}:"]
     for s in steps:
-        fits = "fits" if s.peak_bytes <= device.memory_bytes else "DOES NOT FIT"
-        lines.append(f"    {s.name} ({s.sizes}): peak {_bytes(s.peak_bytes)} ({fits}), {_flops(s.flops)}, "
-                     f"~{_seconds(s.seconds(device.flops_per_s))}")
-    total = sum(s.seconds(device.flops_per_s) for s in steps)
+        where = device.runs(s)
+        fits = "fits" if s.peak_bytes <= where.memory_bytes else "DOES NOT FIT"
+        peak = f"peak {_bytes(s.peak_bytes)} ({fits})" if s.peak_bytes > 0 else "peak not estimated"
+        on_host = f" on the host, {where.name}" if where is not device else ""
+        lines.append(f"    {s.name} ({s.sizes}){on_host}: {peak}, {_flops(s.flops)}, "
+                     f"~{_seconds(s.seconds(where.flops_per_s))}")
+    total = sum(s.seconds(device.runs(s).flops_per_s) for s in steps)
     lines.append(f"    total: {_flops(sum(s.flops for s in steps))}, ~{_seconds(total)} at the matmul rate "
                  f"(a lower bound: the steps do not all run at it); largest peak "
                  f"{_bytes(max(s.peak_bytes for s in steps))}")

@@ -49,3 +49,26 @@ def test_the_runner_refuses_before_any_work_a_run_that_cannot_fit():
     with pytest.raises(ParameterError, match=r"hilbert: the Gram matrix at n = 10⁷ needs 1e\+09 GB; CPU .* has .*: "
                                              r"lower alphabet_size"):
         fits_the_device(huge, values)
+
+
+def test_host_steps_are_held_to_the_hosts_memory_and_priced_at_its_rate():
+    """A 30 GB NumPy step on a 24 GB GPU whose host has 64 GB fits; on a host with 16 GB it is refused, naming
+    the host; its time is the host's (30 TFLOP at 1e11 FLOP/s = 300 s), a device step's the GPU's."""
+    host = costs.Device("CPU (2 threads)", 64e9, 1e11)
+    counting = costs.HeavyStep("counting", "n = 1e9", 30e9, 30e12, "max_corpus_mb", host=True)
+    gpu = costs.named_gpu(24, 80, host=host)
+    costs.check_fits("examples", [counting], gpu)
+    with pytest.raises(costs.DoesNotFit, match=r"examples: counting at n = 1e9 needs 30 GB; CPU \(small\) has 16 GB"):
+        costs.check_fits("examples", [counting], costs.named_gpu(80, 80, host=costs.Device("CPU (small)", 16e9, 1e11)))
+    with pytest.raises(costs.DoesNotFit):  # a device step of the same size does not fit the 24 GB GPU
+        costs.check_fits("examples", [dataclasses.replace(counting, host=False)], gpu)
+    lines = costs.plan_lines("examples", [counting, costs.HeavyStep("b", "n = 1", 1e3, 80e12)], gpu)
+    assert "counting (n = 1e9) on the host, CPU (2 threads): peak 30 GB (fits), 30 TFLOP, ~5 min" in lines[1]
+    assert "~1 s" in lines[2] and "~5.02 min" in lines[3]
+    alone = costs.Device("CPU", 64e9, 1e11)  # on the CPU itself a host step is an ordinary step
+    assert "on the host" not in costs.plan_lines("examples", [counting], alone)[1]
+
+
+def test_a_step_without_a_memory_estimate_says_so():
+    lines = costs.plan_lines("isan", [costs.HeavyStep("the learner", "T = 10", 0, 1e9)], costs.Device("d", 1e9, 1e9))
+    assert "peak not estimated" in lines[1] and "peak 0" not in lines[1]
