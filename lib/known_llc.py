@@ -453,6 +453,33 @@ def check_crossing_cases(cases, name: str = "nc_cases") -> list[tuple[int, ...]]
     return out
 
 
+def rrr_cases_problem(cases) -> str | None:
+    """Why a list of reduced-rank regression cases cannot be run, in a sentence, or None: each item is an
+    [M, H, N, r] that Aoyagi's formula takes (:func:`rrr_llc`). Named by the declaration of the chapter
+    "Learning coefficients" (``validate:``), so that a wrong case is refused before any work."""
+    return _first_problem(cases, lambda c: check_rrr_cases([c]))
+
+
+def rrr_case_problem(case) -> str | None:
+    """:func:`rrr_cases_problem` for one case [M, H, N, r]."""
+    return rrr_cases_problem([case])
+
+
+def crossing_cases_problem(cases) -> str | None:
+    """Why a list of normal-crossing exponent lists cannot be run, in a sentence, or None: each item holds
+    1 or 2 integers >= 1 (the quadrature's limit). Named by the declaration of "Learning coefficients"."""
+    return _first_problem(cases, lambda k: check_crossing_cases([k]))
+
+
+def _first_problem(items, check) -> str | None:
+    for i, item in enumerate(items):
+        try:
+            check(item)
+        except ValueError as err:
+            return f"item [{i}] = {item!r}: {str(err).split(': ', 1)[-1]}"
+    return None
+
+
 @dataclass
 class NbetaLimit:
     """One case's ε → 0 estimates at several nβ and their extrapolation to nβ → ∞ (:func:`rrr_nbeta_limits`).
@@ -786,8 +813,8 @@ def heavy_steps(values: dict) -> list:
 
 __all__ = ["CrossingLimit", "KnownCaseEstimate", "LearningCoefficient", "LinearRegression", "MIXED_ESS", "MIXED_RHAT",
            "NbetaLimit", "NormalCrossing", "RRRValidation", "ReducedRankRegression", "RegressionProblem",
-           "RegularCheck", "beyond_tolerance_z", "chain_steps", "check_crossing_cases", "check_rrr_cases", "heavy_steps", "log_form_check",
+           "RegularCheck", "beyond_tolerance_z", "chain_steps", "check_crossing_cases", "check_rrr_cases", "crossing_cases_problem", "heavy_steps", "log_form_check",
            "noisy_rrr", "normal_crossing_limits", "normal_crossing_llc", "normal_crossing_poles",
            "normal_crossing_problem", "normal_crossing_tempered_mean", "regular_check", "regular_llc",
            "regular_problem", "regular_sgld_mean", "rrr_llc", "rrr_minimiser_problem",
-           "rrr_problem", "squared_error", "validate_rrr"]
+           "rrr_case_problem", "rrr_cases_problem", "rrr_problem", "squared_error", "validate_rrr"]

@@ -1125,6 +1125,7 @@ def heavy_steps(values: dict) -> list:
     from . import conditional_models as cm, substrate
     from .insensitivity import matmul_weights
     from .llc import lm_sgld_cost, suite_config
+    from .local_quadratic import local_quadratics_cost
 
     ins = insensitivity_settings(values["profile"], values["seed"], values["device"], values["smoke_upstream"])
     ladder = cm.ladder_support(**{k: ins[k] for k in ("history_length", "ladder_bigrams", "ladder_top",
@@ -1141,6 +1142,10 @@ def heavy_steps(values: dict) -> list:
         model = cm.build(spec, ladder, values["seed"])
         d, weights = cm.n_params(model), matmul_weights(model)
         tokens = ladder.k if spec["kind"] == "transformer" else 1
+        peak, flops = local_quadratics_cost(d, weights, histories, tokens, n_chis + 1)
+        steps.append(HeavyStep(f"local quadratics of {name}", f"{n_chis + 1} dense {d} × {d} Hessians",
+                               peak_bytes=peak, flops=flops,
+                               shrink="model_widths (local_quadratics refuses more than 6,000 parameters)"))
         dials = [("the first dial", len(values["beta_factors"]), values["snapshots"], True)]
         if both:
             dials.append(("the second dial", len(values["lc_beta_factors"]), 0, False))

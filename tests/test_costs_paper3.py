@@ -148,3 +148,20 @@ def test_cutoffs_read_chi_at_or_above_the_rank_as_the_rank():
     assert th.cutoffs([10], 10) == [10]
     assert th.cutoffs([2, 2, 11], 10) == [2, 10]
     assert th.cutoffs([9], 10) == [9, 10]
+
+
+def test_local_quadratics_flops_cover_a_counted_hessian(ladder):
+    """The Hessian of one target, counted, against the estimate's differentiation term (12 per weight per
+    token per parameter): reverse-over-reverse through a Linear costs 2 to 3 gradients, so the count lies
+    within [0.5, 2] × that term; the peak holds the d × d Hessian four times over."""
+    from lib.local_quadratic import local_quadratics_cost
+
+    model = cm.build({"kind": "factored", "hidden": 4}, ladder, 0).double()
+    rows, W = th.history_data(ladder, [1], 200, 0)
+    d, weights = cm.n_params(model), ins.matmul_weights(model)
+    f, w0 = th.flat_loss(model, th.history_nll, (rows, W[0]))
+    measured = counted(lambda: torch.func.jacrev(torch.func.jacrev(f))(w0.detach().double()))
+    peak, flops = local_quadratics_cost(d, weights, len(rows), 1, 1)
+    differentiation = flops - 9 * d ** 3
+    assert 0.5 * differentiation <= measured <= 2 * differentiation, (measured, differentiation)
+    assert peak == 4 * 8 * d * d

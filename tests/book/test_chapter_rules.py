@@ -73,6 +73,12 @@ RULES = [
     # Learning coefficients: the measured size is any mini-Pythia size (trained with the Introduction's recipe),
     # the language model's chains and minibatches, smoke sizes only on the paper profile
     ("llc", {"lm_size": "p-huge"}, "parameter 'lm_size'", "p-tiny", {"lm_size": "p-70m"}),
+    ("llc", {"rrr_cases": [[5, 4, 5, 0], [5, 4, 5]]}, "parameter 'rrr_cases'", "item [1] = [5, 4, 5]: four entries",
+     {"rrr_cases": [[5, 4, 5, 0], [5, 4, 5, 1]]}),
+    ("llc", {"noisy_case": [5, 3, 5, 6]}, "parameter 'noisy_case'", "must be <= min(M, H, N) = 3",
+     {"noisy_case": [5, 3, 5, 3]}),
+    ("llc", {"nc_cases": [[1, 2, 3]]}, "parameter 'nc_cases'", "the quadrature takes 1 or 2 entries",
+     {"nc_cases": [[1, 2]]}),
     ("llc", {"lm_burn_in": 120}, "parameter 'lm_burn_in'", "lm_burn_in < lm_draws", {"lm_burn_in": 119}),
     ("llc", {"lm_batch_size": 1025}, "parameter 'lm_batch_size'", "lm_batch_size <= lm_windows",
      {"lm_batch_size": 1024}),
