@@ -165,3 +165,20 @@ def test_local_quadratics_flops_cover_a_counted_hessian(ladder):
     differentiation = flops - 9 * d ** 3
     assert 0.5 * differentiation <= measured <= 2 * differentiation, (measured, differentiation)
     assert peak == 4 * 8 * d * d
+
+
+def test_insensitivity_settings_take_its_smoke_presets_on_the_paper_profile_only():
+    from lib.book.chapters import chapters
+
+    presets = chapters()["insensitivity"].presets
+    smoke = th.insensitivity_settings("paper", 0, "cpu", smoke=True)
+    paper = th.insensitivity_settings("paper", 0, "cpu")
+    assert all(smoke[k] == v for k, v in presets["smoke"].items())
+    assert paper["n_samples"] == presets["paper"]["n_samples"] != smoke["n_samples"]
+    with pytest.raises(ValueError, match="paper"):
+        th.insensitivity_settings("ci", 0, "cpu", smoke=True)
+
+
+def test_tokenizer_vocab_size_reads_the_spec():
+    assert llc.tokenizer_vocab_size("bpe:2048") == 2048
+    assert llc.tokenizer_vocab_size("hf:no-such-org/no-such-model-anywhere") == 50_304  # Pythia's, when not cached
