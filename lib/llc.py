@@ -752,14 +752,15 @@ def lm_sgld_cost(config, *, chains: int, steps: int, batch_size: int, windows: i
     ``lib.models.causal_lm.sequence_loss``: ``chains`` chains in one ``vmap``, each of ``steps`` steps a
     forward and backward pass on ``batch_size`` windows of T = ``config.max_position_embeddings`` tokens
     (6 operations per parameter per token, Kaplan et al. 2020), plus ``evaluations`` forward passes over
-    all ``windows`` for L_n(w*) (2 per parameter per token). Peak: the model's training memory
-    (``lib.models.causal_lm.estimate_training_bytes``) for chains × batch_size windows, the chains' states
-    counted with it. An upper bound: the sampler splits the chains into chunks that fit the device."""
+    all ``windows`` for L_n(w*) (2 per parameter per token). Peak: the sampler runs the chains in chunks that
+    fit the device (:func:`estimate_llc`), so what must fit is one chain's step, the model's training memory
+    (``lib.models.causal_lm.estimate_training_bytes``) for ``batch_size`` windows, beside every chain's
+    position, gradient and noise (3 float32 values per parameter per chain)."""
     from .models.causal_lm import estimate_param_count, estimate_training_bytes
 
     d, T = estimate_param_count(config), int(config.max_position_embeddings)
     flops = 6.0 * d * chains * steps * batch_size * T + 2.0 * d * windows * T * evaluations
-    return float(estimate_training_bytes(config, chains * batch_size, T)), flops
+    return float(estimate_training_bytes(config, batch_size, T) + 12.0 * d * chains), flops
 
 
 def suite_config(profile: str, seed: int, size: str, smoke: bool = False):
