@@ -105,9 +105,14 @@ def text_width(text: str, px: float = TABLE_FONT_PX, *, bold: bool = False, mono
 
 def advance_width(char: str, px: float = TABLE_FONT_PX, *, bold: bool = False, mono: bool = False) -> float:
     """How far one character moves the pen, in CSS pixels (matplotlib's metrics of the font's own)."""
+    if not char.isprintable() and not char.isspace():
+        return 0.0  # a control character takes no room on the page
     font = _font("DejaVu Sans Mono" if mono else "DejaVu Sans", "bold" if bold else "normal")
     font.set_size(px, 72)  # points at 72 dpi are pixels
-    return font.load_char(ord(char)).linearHoriAdvance / 65536
+    try:
+        return font.load_char(ord(char)).linearHoriAdvance / 65536
+    except RuntimeError:  # a glyph the font lacks: the browser falls back to another font, about an em wide
+        return float(px)
 
 
 def math_width(tex: str, px: float = TABLE_FONT_PX) -> float:
@@ -253,7 +258,8 @@ def table(rows: Iterable[Mapping[str, Any]] | Any, digits: int = 4, index: bool 
     (its index shown as the first column when it is not the default 0, 1, 2, …, or when ``index``
     says so), or a list of sequences under ``headers``. ``align`` gives each column's GFM alignment
     (``"---"``, ``":--"``, ``"--:"``). ``name`` names the table in the record (default
-    ``table-<n>``, numbered in the order the chapter shows them). Returns an
+    ``table-<n>``, numbered in the order the chapter shows them). A table wider than the page's column is
+    shown as consecutive tables that fit, each repeating the first column (:func:`column_groups`). Returns an
     ``IPython.display.Markdown``, so a cell ending in ``table(...)`` shows it.
     """
     from IPython.display import Markdown
@@ -273,5 +279,35 @@ def table(rows: Iterable[Mapping[str, Any]] | Any, digits: int = 4, index: bool 
     if not head:
         raise ValueError("table: no columns to show (empty rows and no headers)")
     markdown = markdown_table(head, body, align=align, digits=digits)
-    record_width(name or f"table-{len(_measured) + 1}", markdown_width(markdown))
+    width = markdown_width(markdown)
+    if not width.fits():
+        parts = column_groups(width)
+        if len(parts) > 1:
+            markdown = "\n\n".join(
+                markdown_table([head[c] for c in part], [[row[c] for c in part] for row in body],
+                               align=None if align is None else [align[c] for c in part], digits=digits)
+                for part in parts)
+            width = max((markdown_width(m) for m in markdown.split("\n\n")), key=lambda w: w.min_width_px)
+    record_width(name or f"table-{len(_measured) + 1}", width)
     return Markdown(markdown)
+
+
+def column_groups(width: TableWidth, column_px: float | None = None) -> list[list[int]]:
+    """How a table too wide for the column is shown as consecutive tables that fit: the columns after the
+    first taken in order, as many as fit beside the first (the rows' label, repeated in every part). One group
+    when the table fits, or when even one column beside the label does not (the caller then warns)."""
+    from .figures import PAGE_PX
+
+    limit = column_px or PAGE_PX
+    label, rest = width.columns[0], list(enumerate(width.columns))[1:]
+    if width.min_width_px <= limit or not rest:
+        return [list(range(len(width.columns)))]
+    groups, current, used = [], [], BORDER_PX + label
+    for c, px in rest:
+        if current and used + px > limit:
+            groups.append([0] + current)
+            current, used = [], BORDER_PX + label
+        current.append(c)
+        used += px
+    groups.append([0] + current)
+    return groups

@@ -101,12 +101,12 @@ def test_fits_and_the_warning_both_ways(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         table(narrow, name="narrow")  # no warning
-    wide = [{f"a long column header number {i}": f"value{i}" * 3 for i in range(12)}]
+    wide = [{"label": "x", "one unbreakable word": "w" * 120}]  # no split into parts can make it fit
     with pytest.warns(UserWarning, match=r"table 'wide': at least \d+ px wide, wider than the page's column \(756 px\)"):
         table(wide, name="wide")
     meta = json.loads((tmp_path / "hilbert.json").read_text())["meta"]["tables"]
     assert meta["narrow"]["fits"] is True and meta["narrow"]["columns"] == 2 and meta["narrow"]["column_px"] == PAGE_PX
-    assert meta["wide"]["fits"] is False and meta["wide"]["min_width_px"] > PAGE_PX and meta["wide"]["columns"] == 12
+    assert meta["wide"]["fits"] is False and meta["wide"]["min_width_px"] > PAGE_PX and meta["wide"]["columns"] == 2
     just = min_width(["x"], [["y"]])
     assert just.fits(just.min_width_px) and not just.fits(just.min_width_px - 0.1)
 
@@ -123,3 +123,44 @@ def test_markdown_tables_are_found_in_any_markdown():
 def test_math_in_cells_is_measured_as_typeset():
     assert math_width(r"\sigma") < math_width(r"\sigma_\alpha^{(k+1)}") < math_width(r"\sum_{x\in S} q(x)")
     assert math_width(r"\unknowncommand{abc}") > 0  # falls back to the source's letters
+
+
+def test_control_characters_and_missing_glyphs_are_measured_not_refused():
+    """A control character takes no room (FreeType refuses to load one); a glyph DejaVu lacks is measured
+    (as the font's missing-glyph box, about an em wide), and neither stops the measurement."""
+    from lib.book.tables import TABLE_FONT_PX, advance_width, text_width
+
+    assert advance_width("\x02") == 0.0
+    assert text_width("a\x02b") == text_width("ab")
+    assert 0.5 * TABLE_FONT_PX < advance_width("\U0001F600") < 1.5 * TABLE_FONT_PX
+
+
+def test_column_groups_by_hand():
+    """Label 100 px, five columns of 200 px, border 2 px, column 756 px: 2 + 100 + 3·200 = 702 fits, a fourth
+    does not, so the parts are (label, 1, 2, 3) and (label, 4, 5)."""
+    from lib.book.tables import TableWidth, column_groups
+
+    width = TableWidth(1102.0, [100.0] + [200.0] * 5, ["w"] * 6)
+    assert column_groups(width, 756) == [[0, 1, 2, 3], [0, 4, 5]]
+    assert column_groups(TableWidth(500.0, [100.0, 200.0, 198.0], ["w"] * 3), 756) == [[0, 1, 2]]
+    assert column_groups(TableWidth(1000.0, [100.0, 898.0], ["w"] * 2), 756) == [[0, 1]]  # nothing to split
+
+
+def test_a_table_wider_than_the_column_is_shown_as_parts_that_fit():
+    from lib.book.figures import PAGE_PX
+    from lib.book.tables import markdown_tables, min_width, table
+
+    rows = [{"case": f"c{i}", **{f"a rather long header number {j}": 1000.0 * i + j for j in range(12)}}
+            for i in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "wider than the column" warning
+        shown = table(rows, name="wide").data
+    parts = markdown_tables(shown)
+    assert len(parts) >= 2
+    assert all(min_width(h, r).min_width_px <= PAGE_PX for h, r in parts)
+    assert all(h[0] == "case" and [r[0] for r in body] == ["c0", "c1", "c2"] for h, body in parts)
+    shown_columns = [c for h, _ in parts for c in h[1:]]
+    assert shown_columns == [f"a rather long header number {j}" for j in range(12)]  # each once, in order
+    assert parts[1][1][2][1] == format_cell(rows[2][parts[1][0][1]], 4)  # the cells move with their columns
+    narrow = table([{"a": 1, "b": 2}], name="narrow").data
+    assert len(markdown_tables(narrow)) == 1
