@@ -182,3 +182,18 @@ def test_insensitivity_settings_take_its_smoke_presets_on_the_paper_profile_only
 def test_tokenizer_vocab_size_reads_the_spec():
     assert llc.tokenizer_vocab_size("bpe:2048") == 2048
     assert llc.tokenizer_vocab_size("hf:no-such-org/no-such-model-anywhere") == 50_304  # Pythia's, when not cached
+
+
+def test_intro_settings_take_its_smoke_presets_on_the_paper_profile_only():
+    """What a smoke run of Learning coefficients, Insensitivity and LLC theorems replays: the Introduction's
+    paper presets with its smoke cuts on top (the hub corpus and tokenizer kept)."""
+    from lib import substrate
+    from lib.book.chapters import chapters
+
+    presets = chapters()["intro"].presets
+    smoke = substrate.intro_settings("paper", 0, "cpu", smoke=True)
+    assert all(smoke[k] == v for k, v in presets["smoke"].items())
+    assert smoke["corpus"] == presets["paper"]["corpus"] and smoke["tokenizer"] == presets["paper"]["tokenizer"]
+    assert substrate.intro_settings("paper", 0, "cpu")["train_steps"] == presets["paper"]["train_steps"]
+    with pytest.raises(ValueError, match="paper"):
+        substrate.intro_settings("ci", 0, "cpu", smoke=True)
