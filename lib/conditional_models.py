@@ -37,6 +37,7 @@ from .languages import Language, decode, is_language
 from .modes import Modes
 
 KINDS = ("tabular", "factored", "transformer")
+TRANSFORMER_HEADS = 4  # attention heads of the GPT-NeoX models (the hidden size is a multiple of it)
 
 
 class SupportError(ValueError):
@@ -193,7 +194,7 @@ class TransformerModel(nn.Module):
     ``history_tokens`` (|Σ^k|, k) maps a joint row to its tokens; it is a buffer, not a
     parameter. Attention runs in the eager implementation, which ``torch.func`` can batch."""
 
-    def __init__(self, history_tokens, vocab_size: int, hidden: int = 32, layers: int = 2, heads: int = 4):
+    def __init__(self, history_tokens, vocab_size: int, hidden: int = 32, layers: int = 2, heads: int = TRANSFORMER_HEADS):
         super().__init__()
         from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
@@ -233,7 +234,7 @@ def check_spec(spec: dict, support: Support) -> dict:
     else:
         if support.l != 1:
             raise SupportError(f"the transformer model predicts one next token (l = 1); the support has l = {support.l}")
-        out = {"kind": "transformer", "hidden": 32, "layers": 2, "heads": 4, **spec}
+        out = {"kind": "transformer", "hidden": 32, "layers": 2, "heads": TRANSFORMER_HEADS, **spec}
         names = ("hidden", "layers", "heads")
         if _positive("hidden", out["hidden"]) % _positive("heads", out["heads"]):
             raise SupportError(f"transformer 'hidden' ({out['hidden']}) must be a multiple of 'heads' ({out['heads']})")
@@ -381,3 +382,14 @@ def train(support: Support, spec: dict, *, n: int, steps: int, lr: float = 3e-3,
                   n_checkpoints=n_checkpoints, n_evals=n_evals, torch=torch.__version__,
                   device=device.type)
     return cache.cached("conditional-model", params, compute, sources=[sys.modules[__name__]])
+
+
+def transformer_hidden_problem(hidden_sizes) -> str | None:
+    """Why a list of GPT-NeoX hidden sizes cannot be trained, in a sentence, or None: each must be a
+    multiple of :data:`TRANSFORMER_HEADS`, the attention heads. Named by the Insensitivity chapter's
+    declaration (``validate:``), so that a wrong size is refused before any work."""
+    for i, h in enumerate(hidden_sizes):
+        if h % TRANSFORMER_HEADS:
+            return (f"item [{i}] = {h} is not a multiple of {TRANSFORMER_HEADS}, the attention heads "
+                    f"(the hidden size is split evenly among them)")
+    return None

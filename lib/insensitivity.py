@@ -522,3 +522,68 @@ def entropy_rate_comparison(modes: Modes, k: int, h_lm: float) -> dict:
     return {"h_chain": float(h_chain), "h_lm": float(h_lm), "k": int(k), "typical_q_chain": typical["chain"],
             "typical_q_lm": typical["lm"], "median_tail_sigma2": median_tail,
             "orders": {src: float(np.log10(median_tail / v)) for src, v in typical.items()}}
+
+
+# ---------------------------------------------------------------------------
+# What the chapter costs before it runs
+# ---------------------------------------------------------------------------
+
+def model_specs(values: dict) -> dict:
+    """The chapter's models by name: a factored model per ``factored_hidden`` width and a GPT-NeoX per
+    ``transformer_hidden`` size (``transformer_layers`` layers)."""
+    specs = {f"factored h={h}": {"kind": "factored", "hidden": h} for h in values["factored_hidden"]}
+    specs |= {f"transformer d={h}": {"kind": "transformer", "hidden": h, "layers": values["transformer_layers"]}
+              for h in values["transformer_hidden"]}
+    return specs
+
+
+def matmul_weights(model: nn.Module) -> int:
+    """Entries of the model's ``nn.Linear`` weights: the parameters a token's forward pass multiplies
+    (an embedding is a lookup, a bias an addition)."""
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+
+
+def training_flops(weights: int, rows: int, tokens_per_row: int, steps: int) -> float:
+    """Floating-point operations of ``steps`` full-batch steps over ``rows`` distinct histories: a forward
+    pass is 2 operations per matmul weight per token read, a backward pass twice that (6 in all)."""
+    return 6.0 * weights * rows * tokens_per_row * steps
+
+
+def jacobian_cost(n_params: int, n_histories: int, n_cols: int, tokens_per_row: int, max_bytes: int,
+                  itemsize: int = 8) -> tuple[float, float]:
+    """(peak bytes, floating-point operations) of one Jacobian J_w (Def 6.2) formed by
+    :func:`jacobian_chunks`: a chunk of histories holds 3 × |Σ^l| × d entries each (the Jacobian and the
+    backward's workspace), up to ``max_bytes``; each of the |Σ^k|·|Σ^l| rows of J is one vector–Jacobian
+    product, a backward pass of about 4 operations per matmul weight (``n_params``) per token."""
+    per_history = 3 * n_cols * n_params * itemsize
+    chunk = max(1, min(n_histories, int(max_bytes // per_history)))
+    return float(chunk * per_history), 4.0 * n_params * tokens_per_row * n_histories * n_cols
+
+
+def heavy_steps(values: dict) -> list:
+    """The heavy steps of the chapter "Insensitivity" at the resolved parameter ``values``: training each
+    model (full-batch Adam on the ladder's histories) and forming its Jacobian at each checkpoint
+    (δ_χ along training, Defs 6.2–6.3), sized on the mode ladder the values build."""
+    from .book.costs import HeavyStep
+    from . import conditional_models as cm
+
+    support = cm.ladder_support(history_length=values["history_length"], ladder_bigrams=values["ladder_bigrams"],
+                                ladder_top=values["ladder_top"], ladder_ratio=values["ladder_ratio"],
+                                background_size=values["background_size"], seed=values["seed"])
+    n_x, n_y = support.modes.shape
+    steps = []
+    for name, spec in model_specs(values).items():
+        model = cm.build(spec, support, values["seed"])
+        d, weights = cm.n_params(model), matmul_weights(model)
+        tokens = support.k if spec["kind"] == "transformer" else 1
+        train = training_flops(weights, n_x, tokens, values["train_steps"])
+        # parameters, gradients and Adam's two moments (float32), and the logits of every history
+        steps.append(HeavyStep(f"training {name}", f"d = {d}, {n_x} histories, {values['train_steps']} steps",
+                               peak_bytes=16.0 * d + 3 * 4.0 * support.n_rows * n_y, flops=train,
+                               shrink="train_steps"))
+        peak, _ = jacobian_cost(d, n_x, n_y, tokens, values["jacobian_mb"] * 2 ** 20)
+        _, flops = jacobian_cost(weights, n_x, n_y, tokens, values["jacobian_mb"] * 2 ** 20)
+        steps.append(HeavyStep(f"Jacobians of {name}", f"d = {d}, {n_x} × {n_y} outputs, {values['n_checkpoints']} "
+                               f"checkpoints", peak_bytes=peak, flops=flops * (values["n_checkpoints"] + 1),
+                               shrink="jacobian_mb or n_checkpoints"))
+    return steps

@@ -26,6 +26,8 @@ and :func:`noisy_rrr` (noisy labels, w* the empirical minimiser).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from dataclasses import dataclass
 
@@ -451,6 +453,33 @@ def check_crossing_cases(cases, name: str = "nc_cases") -> list[tuple[int, ...]]
     return out
 
 
+def rrr_cases_problem(cases) -> str | None:
+    """Why a list of reduced-rank regression cases cannot be run, in a sentence, or None: each item is an
+    [M, H, N, r] that Aoyagi's formula takes (:func:`rrr_llc`). Named by the declaration of the chapter
+    "Learning coefficients" (``validate:``), so that a wrong case is refused before any work."""
+    return _first_problem(cases, lambda c: check_rrr_cases([c]))
+
+
+def rrr_case_problem(case) -> str | None:
+    """:func:`rrr_cases_problem` for one case [M, H, N, r]."""
+    return rrr_cases_problem([case])
+
+
+def crossing_cases_problem(cases) -> str | None:
+    """Why a list of normal-crossing exponent lists cannot be run, in a sentence, or None: each item holds
+    1 or 2 integers >= 1 (the quadrature's limit). Named by the declaration of "Learning coefficients"."""
+    return _first_problem(cases, lambda k: check_crossing_cases([k]))
+
+
+def _first_problem(items, check) -> str | None:
+    for i, item in enumerate(items):
+        try:
+            check(item)
+        except ValueError as err:
+            return f"item [{i}] = {item!r}: {str(err).split(': ', 1)[-1]}"
+    return None
+
+
 @dataclass
 class NbetaLimit:
     """One case's ε → 0 estimates at several nβ and their extrapolation to nβ → ∞ (:func:`rrr_nbeta_limits`).
@@ -743,10 +772,49 @@ def noisy_rrr(case, *, n: int, noise: float = 1.0, gamma: float, eps_nbeta, rela
                        seed=seed, batch_size=batch_size, device=device, tolerance=tolerance)
 
 
+def chain_steps(nbetas, eps_nbeta, langevin_time: float, chains: int) -> int:
+    """SGLD chain-steps of :func:`lib.llc.eps_limits`: at each nβ, one run per step size ε = f/nβ of
+    ceil(``langevin_time`` · nβ / f) steps, each ``chains`` chains."""
+    return int(sum(chains * max(2, math.ceil(langevin_time * nb / f)) for nb in nbetas for f in eps_nbeta))
+
+
+def heavy_steps(values: dict) -> list:
+    """The known-λ problems of the chapter "Learning coefficients" at the resolved parameter ``values``: per
+    family, its SGLD chain-steps (:func:`chain_steps`), its floating-point operations (a forward and backward
+    pass over the batch: 6 per parameter per sample) and its peak memory (the chains' activations, outputs
+    and their gradients: 3 float64 values per output per sample per chain, at the widest layer)."""
+    from .book.costs import HeavyStep
+
+    n, gamma, relax = values["n_samples"], values["gamma"], values["relax"]
+    families = {"regular model": [(values["regular_d"], 1, [values["nbeta"]], values["regular_eps_nbeta"],
+                                   values["regular_time"], values["chains"], n)]}
+    rrr = []
+    for M, H, N, r in values["rrr_cases"]:
+        nbetas = values["rrr_limit_nbetas"] if rrr_llc(M, H, N, r).multiplicity == 2 else [values["nbeta"]]
+        rrr.append((H * (M + N), max(H, N), nbetas, values["eps_nbeta"], relax * _relaxation_time(gamma),
+                    values["chains"], n))
+    families["reduced-rank regression"] = rrr
+    families["normal crossings"] = [(len(k), 1, values["nc_nbetas"], values["eps_nbeta"],
+                                     relax * _relaxation_time(gamma), values["nc_chains"], n) for k in values["nc_cases"]]
+    M, H, N, r = values["noisy_case"]
+    noisy_n = values["noisy_n"]
+    families["noisy reduced-rank regression"] = [(H * (M + N), max(H, N), [noisy_n / math.log(noisy_n)],
+                                                  values["eps_nbeta"], relax * _relaxation_time(gamma),
+                                                  values["chains"], values["noisy_batch_size"])]
+    steps = []
+    for name, runs in families.items():
+        count = sum(chain_steps(nb, eps, t, c) for _, _, nb, eps, t, c, _ in runs)
+        flops = sum(6.0 * d * batch * chain_steps(nb, eps, t, c) for d, _, nb, eps, t, c, batch in runs)
+        peak = max(3 * 8.0 * width * batch * c for _, width, _, _, _, c, batch in runs)
+        steps.append(HeavyStep(f"SGLD on the {name}", f"{len(runs)} case(s), {count:.3g} chain-steps",
+                               peak_bytes=peak, flops=flops, shrink="relax, chains or nc_chains"))
+    return steps
+
+
 __all__ = ["CrossingLimit", "KnownCaseEstimate", "LearningCoefficient", "LinearRegression", "MIXED_ESS", "MIXED_RHAT",
            "NbetaLimit", "NormalCrossing", "RRRValidation", "ReducedRankRegression", "RegressionProblem",
-           "RegularCheck", "beyond_tolerance_z", "check_crossing_cases", "check_rrr_cases", "log_form_check",
+           "RegularCheck", "beyond_tolerance_z", "chain_steps", "check_crossing_cases", "check_rrr_cases", "crossing_cases_problem", "heavy_steps", "log_form_check",
            "noisy_rrr", "normal_crossing_limits", "normal_crossing_llc", "normal_crossing_poles",
            "normal_crossing_problem", "normal_crossing_tempered_mean", "regular_check", "regular_llc",
            "regular_problem", "regular_sgld_mean", "rrr_llc", "rrr_minimiser_problem",
-           "rrr_problem", "squared_error", "validate_rrr"]
+           "rrr_case_problem", "rrr_cases_problem", "rrr_problem", "squared_error", "validate_rrr"]

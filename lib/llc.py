@@ -729,6 +729,70 @@ def llc_over_training(suite, size: str, windows: torch.Tensor, *, gamma, eps, ch
     return rows
 
 
+def tokenizer_vocab_size(spec: str) -> int:
+    """The vocabulary size a tokenizer spec (``lib.text.tokenization.get_tokenizer``'s forms) will give,
+    without training or downloading anything: ``bpe:<V>`` → V, ``byte`` → its alphabet, ``hf:<name>`` or a
+    folder → the tokenizer found locally (the Hugging Face cache), else Pythia's 50,304."""
+    from .text import tokenization
+
+    if spec.startswith("bpe:"):
+        return int(spec[4:])
+    if spec == "byte":
+        return tokenization.byte_tokenizer().vocab_size
+    try:
+        from transformers import AutoTokenizer
+
+        return len(AutoTokenizer.from_pretrained(spec[3:] if spec.startswith("hf:") else spec, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached here: plan for Pythia's vocabulary
+        return 50_304
+
+
+def lm_sgld_cost(config, *, chains: int, steps: int, batch_size: int, windows: int, evaluations: int = 1):
+    """(peak bytes, floating-point operations) of :func:`estimate_llc` on a causal LM with
+    ``lib.models.causal_lm.sequence_loss``: ``chains`` chains in one ``vmap``, each of ``steps`` steps a
+    forward and backward pass on ``batch_size`` windows of T = ``config.max_position_embeddings`` tokens
+    (6 operations per parameter per token, Kaplan et al. 2020), plus ``evaluations`` forward passes over
+    all ``windows`` for L_n(w*) (2 per parameter per token). Peak: the sampler runs the chains in chunks that
+    fit the device (:func:`estimate_llc`), so what must fit is one chain's step, the model's training memory
+    (``lib.models.causal_lm.estimate_training_bytes``) for ``batch_size`` windows, beside every chain's
+    position, gradient and noise (3 float32 values per parameter per chain)."""
+    from .models.causal_lm import estimate_param_count, estimate_training_bytes
+
+    d, T = estimate_param_count(config), int(config.max_position_embeddings)
+    flops = 6.0 * d * chains * steps * batch_size * T + 2.0 * d * windows * T * evaluations
+    return float(estimate_training_bytes(config, batch_size, T) + 12.0 * d * chains), flops
+
+
+def suite_config(profile: str, seed: int, size: str, smoke: bool = False):
+    """The ``transformers`` config of mini-Pythia ``size`` as the Introduction's presets at ``profile``
+    (``smoke``: its smoke sizes) train it, with the vocabulary of its tokenizer (:func:`tokenizer_vocab_size`),
+    and its checkpoint steps."""
+    from . import substrate
+    from .models import mini_pythia
+
+    p = substrate.intro_settings(profile, seed, "cpu", smoke)
+    config = mini_pythia.mini_pythia_config(size, tokenizer_vocab_size(p["tokenizer"]), p["context_length"])
+    return config, mini_pythia.log_spaced_steps(p["train_steps"], 8)
+
+
+def heavy_steps(values: dict) -> list:
+    """The heavy step of the chapter "Learning coefficients" at the resolved parameter ``values`` that grows
+    with the paper's scale: SGLD on the mini-Pythia model ``lm_size`` at every checkpoint
+    (:func:`llc_over_training`). The known-λ problems have at most a few dozen parameters per chain; they
+    cost chain-steps (counted in :func:`lib.known_llc.chain_steps`) and a few MB."""
+    from .book.costs import HeavyStep
+    from . import known_llc
+
+    config, checkpoints = suite_config(values["profile"], values["seed"], values["lm_size"], values["smoke_upstream"])
+    peak, flops = lm_sgld_cost(config, chains=values["lm_chains"], steps=values["lm_draws"],
+                               batch_size=values["lm_batch_size"], windows=values["lm_windows"])
+    lm = HeavyStep(f"SGLD on mini-Pythia {values['lm_size']} at {len(checkpoints)} checkpoints",
+                   f"{config.vocab_size} tokens, context {config.max_position_embeddings}, {values['lm_chains']} chains "
+                   f"× {values['lm_draws']} steps × {values['lm_batch_size']} windows",
+                   peak_bytes=peak, flops=flops * len(checkpoints), shrink="lm_chains or lm_batch_size")
+    return known_llc.heavy_steps(values) + [lm]
+
+
 @contextlib.contextmanager
 def warnings_to_terminal():
     """Within the block, warnings (e.g. of divergent chains) go to the terminal that runs the book

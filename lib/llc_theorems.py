@@ -686,12 +686,25 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start}
 
 
-def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto") -> dict:
-    """The chapter "Insensitivity"'s parameters at ``profile``: the ladder and the models sampled here."""
+def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict:
+    """The chapter "Insensitivity"'s parameters at ``profile``: the ladder and the models sampled here.
+    ``smoke`` (profile ``paper``): with its ``smoke`` presets on top, the sizes a smoke run of it trains."""
     from .book.chapters import REPO_ROOT, load_chapter
 
     chapter = load_chapter(REPO_ROOT / "chapters" / "insensitivity.md")
-    return chapter.resolve({"profile": profile, "seed": seed, "device": device})
+    given = {"profile": profile, "seed": seed, "device": device}
+    if smoke:
+        if profile != "paper" or "smoke" not in chapter.presets:
+            raise ValueError(f"the smoke sizes of the chapter 'Insensitivity' cut its paper profile; got profile "
+                             f"{profile!r}")
+        given = {**chapter.presets["smoke"], **given}
+    return chapter.resolve(given)
+
+
+def cutoffs(chis, rank: int) -> list[int]:
+    """The cutoffs to sample: ``chis`` with every χ >= rank read as the rank (q^(χ) keeps every mode there,
+    so q^(χ) = q, Def 4.16), and the rank itself always included (the identity check), sorted."""
+    return sorted({min(int(c), int(rank)) for c in chis} | {int(rank)})
 
 
 def _target_losses(model: nn.Module, datas) -> list:
@@ -1083,3 +1096,74 @@ def a_priori_bounds(model: nn.Module, support: Support, experiment: DialExperime
     idx = [dial.chis.index(c) for c in chis]
     return APrioriBound(chis, list(experiment.beta_factors), bound, contracts, dial.llc_se[:, 0],
                         np.abs(dial.mean[:, idx]), experiment.tolerance)
+
+
+# ----- what the chapter costs before it runs ---------------------------------------------------
+
+def dial_cost(*, n_betas: int, n_chis: int, chains: int, draws: int, snapshots: int, n_params: int, weights: int,
+              histories: int, n_cols: int, tokens: int, measure: bool = True) -> tuple[float, float]:
+    """(peak bytes, floating-point operations) of one :func:`resolution_dial`: R = n_betas·(1 + n_chis)·chains
+    chains and, with ``measure``, P = n_betas·n_chis·chains probes, each step one gradient of the per-history
+    loss over ``histories`` histories (6 operations per matmul weight per token read). Peak: the kept
+    positions (R × snapshots × d), the per-step measurements (3 × P × draws), the chains' state, gradient and
+    work arrays (4 × (R + P) × d) and the batched log-probabilities with their gradient (3 × (R + P) × H × |Σ^l|),
+    in float64."""
+    R = n_betas * (1 + n_chis) * chains
+    P = n_betas * n_chis * chains if measure else 0
+    peak = 8.0 * (R * snapshots * n_params + 3 * P * draws + 4 * (R + P) * n_params + 3 * (R + P) * histories * n_cols)
+    return peak, 6.0 * weights * histories * tokens * (R + P) * draws
+
+
+def heavy_steps(values: dict) -> list:
+    """The heavy steps of the chapter "LLC theorems" at the resolved parameter ``values``: the two dials of
+    every model (:func:`dial_experiment`) and the per-position LLCs (:func:`lib.position_llc.per_position_llc`).
+
+    A dial's length depends on the trained model's largest curvature h, unknown before training:
+    ε = step_scale/(nβ_max·h + γ) and 2/(εγ) steps per relaxation time, so the steps counted here, at h = 0
+    (2/step_scale per relaxation time), are a lower bound, reached when nβ_max·h ≪ γ (the first dial's regime)."""
+    from .book.costs import HeavyStep
+    from . import conditional_models as cm, substrate
+    from .insensitivity import matmul_weights
+    from .llc import lm_sgld_cost, suite_config
+    from .local_quadratic import local_quadratics_cost
+
+    ins = insensitivity_settings(values["profile"], values["seed"], values["device"], values["smoke_upstream"])
+    ladder = cm.ladder_support(**{k: ins[k] for k in ("history_length", "ladder_bigrams", "ladder_top",
+                                                      "ladder_ratio", "background_size")}, seed=values["seed"])
+    n_chis = len(cutoffs(values["chis"], ladder.modes.rank))
+    tau = 2.0 / values["step_scale"]  # relaxation_steps at h = 0: ε = step_scale/γ
+    draws = math.ceil(values["burn_in_relaxations"] * tau) + math.ceil(values["relaxations"] * tau)
+    histories = min(ladder.modes.shape[0], ins["n_samples"])
+    specs = {f"factored h={h}": ({"kind": "factored", "hidden": h}, True) for h in values["model_widths"]}
+    specs |= {f"transformer d={h}": ({"kind": "transformer", "hidden": h, "layers": ins["transformer_layers"]}, False)
+              for h in values["transformer_widths"]}
+    steps = []
+    for name, (spec, both) in specs.items():
+        model = cm.build(spec, ladder, values["seed"])
+        d, weights = cm.n_params(model), matmul_weights(model)
+        tokens = ladder.k if spec["kind"] == "transformer" else 1
+        peak, flops = local_quadratics_cost(d, weights, histories, tokens, n_chis + 1)
+        steps.append(HeavyStep(f"local quadratics of {name}", f"{n_chis + 1} dense {d} × {d} Hessians",
+                               peak_bytes=peak, flops=flops,
+                               shrink="model_widths (local_quadratics refuses more than 6,000 parameters)"))
+        dials = [("the first dial", len(values["beta_factors"]), values["snapshots"], True)]
+        if both:
+            dials.append(("the second dial", len(values["lc_beta_factors"]), 0, False))
+        for dial, n_betas, snaps, measure in dials:
+            peak, flops = dial_cost(n_betas=n_betas, n_chis=n_chis, chains=values["chains"], draws=draws,
+                                    snapshots=snaps, n_params=d, weights=weights, histories=histories,
+                                    n_cols=ladder.n_cols, tokens=tokens, measure=measure)
+            steps.append(HeavyStep(f"{dial} on {name}", f"d = {d}, {n_betas} β × {n_chis} χ × {values['chains']} "
+                                   f"chains × ≥ {draws} steps" + (f", {snaps} snapshots" if snaps else ""),
+                                   peak_bytes=peak, flops=flops,
+                                   shrink="chains or snapshots" if snaps else "chains"))
+    intro = substrate.intro_settings(values["profile"], values["seed"], "cpu", values["smoke_upstream"])
+    config, _ = suite_config(values["profile"], values["seed"], intro["model_sizes"][0], values["smoke_upstream"])
+    peak, flops = lm_sgld_cost(config, chains=values["position_chains"], steps=values["position_draws"],
+                               batch_size=8, windows=values["position_windows"])
+    positions = len(values["positions"])
+    steps.append(HeavyStep(f"per-position SGLD on mini-Pythia {intro['model_sizes'][0]}",
+                           f"{positions} positions × {values['position_chains']} chains × {values['position_draws']} "
+                           f"steps × 8 windows of {config.max_position_embeddings} tokens",
+                           peak_bytes=peak, flops=flops * positions, shrink="position_chains"))
+    return steps

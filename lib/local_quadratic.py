@@ -161,3 +161,14 @@ def quadratic_llc(eigenvalues, gradient, *, nbeta: float, gamma: float, eps: flo
         flat = zero | (x == 2)                                # r² = 1: v_t = εt
         sum_v = np.where(flat, eps * sum_t, eps * (T - S2) / np.where(flat, 1.0, x * (2 - x)))
     return float(nbeta / T * np.sum(g * sum_m + 0.5 * h * (sum_m2 + sum_v)))
+
+
+def local_quadratics_cost(n_params: int, weights: int, histories: int, tokens: int, targets: int) -> tuple[float, float]:
+    """(peak bytes, floating-point operations) of :func:`local_quadratics` for ``targets`` losses of a model
+    with ``n_params`` parameters (``weights`` of them in matrix products) on ``histories`` histories of
+    ``tokens`` tokens: per target, d reverse-over-reverse passes (about 12 operations per weight per token
+    each, twice a gradient) and a symmetric eigendecomposition with vectors (about 9 d³); at the peak the
+    Hessian, its symmetrised copy, the eigenvectors and the solver's workspace, 4 d² float64 values."""
+    d = float(n_params)
+    return 4 * 8 * d * d, targets * (12.0 * weights * histories * tokens * d + 9 * d ** 3)
+

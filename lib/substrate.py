@@ -40,19 +40,40 @@ def train_book_suite(train, held, tok, *, profile: str, model_sizes, context_len
         warmup_steps=max(1, train_steps // 20), seed=seed, device=device)
 
 
-def intro_settings(profile: str = "ci", seed: int = 0, device="auto") -> dict:
-    """The Introduction's parameters at ``profile`` (its presets): what :func:`book_suite` replays."""
+def intro_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict:
+    """The Introduction's parameters at ``profile`` (its presets): what :func:`book_suite` replays.
+
+    ``smoke`` (with ``profile="paper"``): its ``smoke`` presets on top, the sizes a smoke run of the
+    paper path cuts (``lowrank-book run intro --profile paper --smoke`` trains the same suite).
+    """
     from .book.chapters import get_chapter
 
-    return get_chapter("intro").resolve({"profile": profile, "seed": seed, "device": device})
+    intro = get_chapter("intro")
+    given = {"profile": profile, "seed": seed, "device": device}
+    if smoke:
+        if profile != "paper" or "smoke" not in intro.presets:
+            raise ValueError(f"the Introduction's smoke sizes cut its paper profile: profile must be 'paper' and "
+                             f"{intro.declaration} must declare 'smoke' presets (profile {profile!r})")
+        given = {**intro.presets["smoke"], **given}
+    return intro.resolve(given)
 
 
-def book_suite(profile: str = "ci", seed: int = 0, device="auto"):
-    """(suite, tokenizer, train stream, held-out stream) of the Introduction at ``profile``."""
-    p = intro_settings(profile, seed, device)
-    text = load_text(p["corpus"], p["max_corpus_mb"])
-    tok, train, held, _ = tokenized_corpus(text, p["tokenizer"], seed)
-    suite = train_book_suite(train, held, tok, profile=profile, model_sizes=p["model_sizes"],
+def book_streams(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False):
+    """(tokenizer, train stream, held-out stream) of the Introduction at ``profile`` (``smoke``: its smoke
+    sizes), without training any model: for chapters that read the token stream only."""
+    p = intro_settings(profile, seed, device, smoke)
+    tok, train, held, _ = tokenized_corpus(load_text(p["corpus"], p["max_corpus_mb"]), p["tokenizer"], seed)
+    return tok, train, held
+
+
+def book_suite(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False, model_sizes=None):
+    """(suite, tokenizer, train stream, held-out stream) of the Introduction at ``profile`` (``smoke``: its
+    smoke sizes). ``model_sizes`` (default: the Introduction's) trains or loads those sizes only, with the
+    Introduction's recipe: each size is its own cache entry, so a size the Introduction trains is read
+    from its cache, and another is trained the same way."""
+    p = intro_settings(profile, seed, device, smoke)
+    tok, train, held = book_streams(profile, seed, device, smoke)
+    suite = train_book_suite(train, held, tok, profile=profile, model_sizes=model_sizes or p["model_sizes"],
                              context_length=p["context_length"], train_steps=p["train_steps"],
                              batch_size=p["batch_size"], seed=seed, device=device)
     return suite, tok, train, held

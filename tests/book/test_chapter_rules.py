@@ -1,4 +1,5 @@
-"""Every rule of the chapters Introduction, Hilbert space, Modes, Examples and ISAN learning, both ways.
+"""Every rule of the chapters Introduction, Hilbert space, Modes, Examples, ISAN learning, Learning coefficients,
+Insensitivity and LLC theorems, both ways.
 
 Each rule a chapter relies on is declared in its yml (a list's shape, a bound, a constraint over
 several parameters, or a named lib validator), so the runner refuses a wrong value before any
@@ -83,6 +84,32 @@ RULES = [
     # Geometry of next-token prediction: four heads, UFM widths below V
     ("ntp", {"tf_hidden": 30}, "parameter 'tf_hidden'", "tf_hidden % 4 == 0", {"tf_hidden": 32}),
     ("ntp", {"small_d": [40]}, "parameter 'small_d'", "max(small_d) < vocab", {"small_d": [39]}),
+    # Learning coefficients: the measured size is any mini-Pythia size (trained with the Introduction's recipe),
+    # the language model's chains and minibatches, smoke sizes only on the paper profile
+    ("llc", {"lm_size": "p-huge"}, "parameter 'lm_size'", "p-tiny", {"lm_size": "p-70m"}),
+    ("llc", {"rrr_cases": [[5, 4, 5, 0], [5, 4, 5]]}, "parameter 'rrr_cases'", "item [1] = [5, 4, 5]: four entries",
+     {"rrr_cases": [[5, 4, 5, 0], [5, 4, 5, 1]]}),
+    ("llc", {"noisy_case": [5, 3, 5, 6]}, "parameter 'noisy_case'", "must be <= min(M, H, N) = 3",
+     {"noisy_case": [5, 3, 5, 3]}),
+    ("llc", {"nc_cases": [[1, 2, 3]]}, "parameter 'nc_cases'", "the quadrature takes 1 or 2 entries",
+     {"nc_cases": [[1, 2]]}),
+    ("llc", {"lm_burn_in": 120}, "parameter 'lm_burn_in'", "lm_burn_in < lm_draws", {"lm_burn_in": 119}),
+    ("llc", {"lm_batch_size": 1025}, "parameter 'lm_batch_size'", "lm_batch_size <= lm_windows",
+     {"lm_batch_size": 1024}),
+    ("llc", {"smoke_upstream": True}, "parameter 'smoke_upstream'", "profile == 'paper' or not smoke_upstream",
+     {"smoke_upstream": True, "profile": "paper"}),
+    # Insensitivity: the GPT-NeoX hidden sizes split among 4 heads
+    ("insensitivity", {"transformer_hidden": [8, 30]}, "parameter 'transformer_hidden'",
+     "item [1] = 30 is not a multiple of 4", {"transformer_hidden": [8, 32]}),
+    ("insensitivity", {"smoke_upstream": True}, "parameter 'smoke_upstream'",
+     "profile == 'paper' or not smoke_upstream", {"smoke_upstream": False}),
+    # LLC theorems: the same heads rule for the sampled transformers; widths and cutoffs of any size are allowed
+    # (a width is trained with the recipe of "Insensitivity", a χ at or above the rank is q itself)
+    ("llc_theorems", {"transformer_widths": [6]}, "parameter 'transformer_widths'",
+     "item [0] = 6 is not a multiple of 4", {"transformer_widths": [8]}),
+    ("llc_theorems", {"chis": [0, 3]}, "parameter 'chis'", "item [0]: 0 is below 1", {"chis": [1, 3, 500]}),
+    ("llc_theorems", {"model_widths": []}, "parameter 'model_widths'", "0 items, fewer than 1",
+     {"model_widths": [7]}),
 ]
 
 
@@ -105,7 +132,7 @@ def test_every_rule_of_these_chapters_is_declared_not_checked_by_hand():
     """No chapter of this group checks a parameter in its cells: the first code cell is setup(...)."""
     from lib.book.chapters import read_notebook
 
-    for chapter in ("intro", "hilbert", "modes", "examples", "isan", "logit_rank"):
+    for chapter in ("intro", "hilbert", "modes", "examples", "isan", "llc", "insensitivity", "llc_theorems", "logit_rank"):
         nb = read_notebook(REPO_ROOT / chapters()[chapter].path)
         code = [cell.source for cell in nb.cells if cell.cell_type == "code"]
         assert f'setup("{chapter}")' in code[1], chapter
@@ -118,6 +145,8 @@ CLI_ROWS = [  # one per chapter through the command line: exit 2, one line, noth
     (["modes", "-p", "planted_absolute", "[0.1, 0.1]"], "parameter 'planted_absolute'", "<= 0.15"),
     (["examples", "-p", "planted_orders", "[[3, 2]]"], "parameter 'planted_orders'", "k + l = 5 is above 4"),
     (["isan", "-p", "grid_T", "[30]"], "parameter 'grid_T'", "item [0]: 30 is above 24"),
+    (["insensitivity", "-p", "transformer_hidden", "[8, 30]"], "parameter 'transformer_hidden'",
+     "item [1] = 30 is not a multiple of 4"),
 ]
 
 
