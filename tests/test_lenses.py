@@ -154,7 +154,8 @@ def test_symbol_table_and_check_symbols():
 
 def test_lens_alignment_by_hand():
     e = np.eye(6)
-    A = e[:, :3] @ np.diag([3.0, 2.0, 1.0]) @ np.random.default_rng(0).standard_normal((3, 9))
+    rows = np.linalg.qr(np.random.default_rng(0).standard_normal((9, 3)))[0].T      # orthonormal rows
+    A = e[:, :3] @ np.diag([3.0, 2.0, 1.0]) @ rows      # left singular vectors e0, e1, e2 exactly
     # same top-2 left subspace, other columns (a different lens on the same histories)
     B = np.column_stack([e[:, 1] * 5, e[:, 0] * 4, e[:, 2] * 0.1, e[:, 4] * 0.01])
     assert np.allclose(LZ.lens_alignment(A, B, 2), [1, 1])
@@ -379,3 +380,102 @@ def test_the_llc_settings_are_the_learning_coefficients_chapters():
     for name in ("windows", "chains", "draws", "burn_in", "batch_size", "eps", "gamma"):
         assert mine[f"llc_{name}"] == theirs[f"lm_{name}"], name
     assert mine["model_size"] == theirs["lm_size"]
+
+
+# ---------------------------------------------------------------------------
+# the history side of a wide matrix, its spectrum, the language condition, the sentences
+# ---------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 8), st.integers(9, 40), st.integers(0, 10 ** 6))
+def test_history_side_keeps_the_left_singular_vectors_and_values(m, n, seed):
+    X = np.random.default_rng(seed).standard_normal((m, n)) * np.linspace(3, 0.5, m)[:, None]
+    R = LZ.history_side(X)
+    assert R.shape == (m, m)
+    assert np.allclose(R @ R.T, X @ X.T)                                     # same Gram matrix, hence same U, Σ
+    s_X, s_R = np.linalg.svd(X, compute_uv=False), np.linalg.svd(R, compute_uv=False)
+    assert np.allclose(s_X, s_R, rtol=1e-8)
+    for r in range(1, m):                                                    # the same top-r subspaces
+        assert np.allclose(lg.column_space_angles(X, R, r), 1, atol=1e-6)
+
+
+def test_history_side_leaves_a_tall_matrix_and_refuses_a_vector():
+    X = np.arange(12.0).reshape(4, 3)
+    assert LZ.history_side(X) is not None and np.array_equal(LZ.history_side(X), X)
+    with pytest.raises(LZ.LensesError):
+        LZ.history_side(np.ones(5))
+
+
+def test_normalised_spectrum_is_the_logits_modules_on_the_whole_matrix():
+    X = np.random.default_rng(3).standard_normal((6, 50)) * np.array([4, 2, 1, .5, .2, .1])[:, None]
+    assert np.allclose(LZ.normalised_spectrum(X), np.linalg.svd(X, compute_uv=False) / np.sqrt(X.size), rtol=1e-8)
+
+
+def test_lens_alignment_of_a_wide_matrix_equals_the_direct_angles():
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((7, 60)), rng.standard_normal((7, 4))
+    U = np.linalg.svd(A)[0][:, :2]
+    V = np.linalg.svd(B)[0][:, :2]
+    want = np.linalg.svd(U.T @ V, compute_uv=False)
+    assert np.allclose(LZ.lens_alignment(A, B, 2), want, atol=1e-8)
+
+
+def test_language_condition_of_a_markov_chain_and_of_a_transformer(lm):
+    rng = np.random.default_rng(1)
+    P = random_chain(rng, 5)
+    table = np.array([0, 1, 1, 2, 0])                                       # a map onto 3 symbols
+    assert LZ.language_condition_error(markov_oracle(P), [(0,), (3, 2)], table) < 1e-12
+    assert LZ.language_condition_error(lm, [(1,), (2, 5)], np.arange(8) % 3) < 1e-5
+
+
+def test_language_condition_catches_a_transposed_order(monkeypatch):
+    rng = np.random.default_rng(2)
+    P = random_chain(rng, 4)
+    real = LZ.model_conditional
+
+    def transposed(model, histories, l, symbols=None, **kw):
+        out = real(model, histories, l, symbols, **kw)
+        if l == 2:
+            n = int(round(np.sqrt(out.shape[1])))
+            out = out.reshape(len(out), n, n).transpose(0, 2, 1).reshape(len(out), -1)
+        return out
+
+    monkeypatch.setattr(LZ, "model_conditional", transposed)
+    assert LZ.language_condition_error(markov_oracle(P), [(0,), (1,)], np.arange(4)) > 1e-3
+
+
+def fake_readings():
+    def reading(step, words, contexts, lam, se, alpha):
+        return LZ.Reading(step=step, conditional={}, link_error=0.0, readout_error=0.0, singular_values=np.ones(2),
+                          alpha={"original": {1.0: alpha}, "literal": {1.0: alpha}}, cosines={},
+                          context_cos=np.eye(2), word_cos=np.eye(2),
+                          geometry={"words": words, "words_p": 0.5, "contexts": contexts, "contexts_p": 0.5},
+                          llc={"llc": lam, "se": se, "rhat": 1.0, "min_ess": 50.0})
+    return [reading(0, -0.04, 0.36, 3.8, 1.0, 0.88), reading(400, 0.60, 0.66, 155.6, 3.0, 1.32)]
+
+
+def test_sentences_follow_the_verdicts():
+    first, last = fake_readings()
+    up = LZ.Verdict(40.0, None, {"rho_with_modes": 0.9})
+    flat = LZ.Verdict(0.5, "the chains' spread is too large to say", {"rho_with_modes": float("nan")})
+    down = LZ.Verdict(-3.0, None, {"rho_with_modes": -0.5})
+    assert "a rise of 40.0 s.e." in LZ.llc_sentence([first, last], up)
+    assert "undecided at these settings (the chains' spread" in LZ.llc_sentence([first, last], flat)
+    assert "no rise (-3.0 s.e.)" in LZ.llc_sentence([first, last], down)
+    assert "3.8 ± 1.0 at step 0 and 155.6 ± 3.0" in LZ.llc_sentence([first, last], up)
+    order_yes, order_no = LZ.Verdict(-0.2, None, {"rho": -0.8}), LZ.Verdict(0.9, None, {"rho": 0.6})
+    assert "come first (ρ = -0.80)" in LZ.modes_sentence([0, 1, 2], [1, 1, 4], order_yes)
+    assert "first added by step 2" in LZ.modes_sentence([0, 1, 2], [1, 1, 4], order_yes)
+    assert "do not come first" in LZ.modes_sentence([0, 1, 2], [1, 1, 4], order_no)
+    detail = {"overlap": 0.4, "step0_overlap": 0.3, "random_mean": 0.2,
+              "z": {"step-0 model": 2.5, "shuffled corpus": 3.0, "random subspaces": 7.0}}
+    assert "the closest, the step-0 model, by 2.5 s.e." in LZ.logits_sentence([0, 400], [first, last],
+                                                                               LZ.Verdict(2.5, None, detail))
+    assert "not more aligned than the step-0 model" in LZ.logits_sentence([0, 400], [first, last],
+                                                                           LZ.Verdict(1.0, None, {**detail, "z": {**detail["z"], "step-0 model": 1.0}}))
+    geo = {"words": LZ.Verdict(0.001), "approach": LZ.Verdict(6.8)}
+    text = LZ.geometry_sentence(first, last, geo)
+    assert "r = 0.60 at the end (step 0: -0.04; the permutation null is rejected)" in text
+    assert "a gain of 6.8 s.e." in text
+    text = LZ.geometry_sentence(first, last, {"words": LZ.Verdict(0.2), "approach": LZ.Verdict(0.5)})
+    assert "is not rejected" in text and "no gain beyond step 0" in text
