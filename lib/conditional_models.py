@@ -1,10 +1,10 @@
 """Models p(y|x, w) on the finite support Σ^k × Σ^l of an exact language, and their training.
 
 The chapters "Insensitivity" and "LLC theorems" study parametric models of the conditional
-q(y|x) of one exact language (Chen & Murfet §6–7, MATH.md §6–7). Because histories x ∈ Σ^k
+q(y|x) of one exact language (Chen & Murfet §6–7). Because histories x ∈ Σ^k
 and continuations y ∈ Σ^l are finite, every population quantity is an exact sum:
 
-    L(w) = −Σ_x q(x) Σ_y q(y|x) log p(y|x, w)                      (MATH.md §6)
+    L(w) = −Σ_x q(x) Σ_y q(y|x) log p(y|x, w)                      (Chen & Murfet §2.3)
 
 * :class:`Support` - one language at one (k, l): the joint q(xy), its modes
   (:class:`lib.modes.Modes`, histories with q(x) = 0 dropped), the tokens of every history,
@@ -305,7 +305,7 @@ class Training:
 
 
 def exact_loss(logp: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """−Σ_{xy} weights[x, y] log p(y|x): the population loss for weights q(xy) (MATH.md §6)."""
+    """−Σ_{xy} weights[x, y] log p(y|x): the population loss for weights q(xy) (Chen & Murfet §2.3)."""
     return -(weights * logp).sum()
 
 

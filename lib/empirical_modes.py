@@ -1,6 +1,6 @@
 """Modes of real text: Chen & Murfet's Appendix B method, and the book's weighted variant.
 
-The pipeline (paper, App. B; MATH.md §5):
+The pipeline (paper, App. B; Notation page § Bigrams, and the modes of real text):
 
 1. **Count** (:func:`count_sequences`). Every position of a document where a history
    x ∈ Σ^k is followed by a continuation y ∈ Σ^l gives one co-occurrence c(xy). Keep the
@@ -19,7 +19,7 @@ The pipeline (paper, App. B; MATH.md §5):
    held without densifying as the sparse matrix plus the rank-one term a·d 1ᵀ,
    d(x) = 1/(c(x) + a·N_Y); ``"none"`` is c(xy)/c(x).
 3. **Weighted operator** (:func:`weighted_matrix`, :func:`weighted_modes`): the book's
-   M[y, x] = q(xy)/√q(x) (MATH.md §3) of the empirical joint q(xy) = c(xy)/Σc over kept pairs —
+   M[y, x] = q(xy)/√q(x) (Notation page § The conditional operator) of the empirical joint q(xy) = c(xy)/Σc over kept pairs —
    the matrix of ``lib.modes.Modes.top(counts.joint(), r)``, decomposed by the same rule as P.
 4. **Top components** (:func:`top_components`): the r largest singular triples, by a randomized
    SVD (Halko et al. 2011) when the smaller side exceeds ``RANDOMIZED_ABOVE`` = 5000, else by
@@ -439,7 +439,7 @@ def conditional_modes(counts: SequenceCounts, r: int = 100, alpha: float = 1.0, 
 
 
 def weighted_matrix(counts: SequenceCounts) -> sp.csr_matrix:
-    """The book's M[y, x] = q(xy)/√q(x) (MATH.md §3) of the empirical joint over kept pairs,
+    """The book's M[y, x] = q(xy)/√q(x) (Notation page § The conditional operator) of the empirical joint over kept pairs,
     shape (n_y, n_x) — the same matrix as ``lib.modes.Modes.top(counts.joint(), r).matrix``."""
     J = counts.joint()
     sqrt_q = np.sqrt(np.asarray(J.sum(axis=1)).ravel())
@@ -460,7 +460,7 @@ def weighted_modes(counts: SequenceCounts, r: int = 100, method: str = "auto", s
 
 @dataclass
 class BigramModeCheck:
-    """How exactly a planted (collective) bigram (S, y) is a mode of C_{k,l} (MATH.md §5).
+    """How exactly a planted (collective) bigram (S, y) is a mode of C_{k,l} (Notation page § Bigrams).
 
     Predicted triple: σ = √q(S), u = e_y, ṽ_S ∝ (√q(x))_{x∈S} (unit; Lemma 5.2 when |S| = 1, 5.6).
     cluster     : computed modes whose σ is within ``tol``·σ_0 of the prediction (more than one
@@ -628,15 +628,18 @@ def component_table(em: EmpiricalModes, alpha: int, tokenizer, n_top: int = 8, t
             f"(within {100 * tie_rtol:g}%); y-mass on the dominant continuation {cp.y_mass:.2f}; "
             f"bigram overlap {cp.bigram_overlap:.2f} with |S\\*| = {cp.best_set_size}; "
             f"q(y\\*|S\\*) = {cp.q_y_given_S:.2f}, q(S\\*|y\\*) = {cp.q_S_given_y:.2f}.")
+    from .book.tables import table
+
     rows = []
     for i in range(n_top):
         yi, xi = cp.y_top[i], cp.x_top[i]
-        rows.append([i + 1, token_label(tokenizer, c.suffixes[yi]), f"{cp.y_loadings[i]:+.3f}",
-                     token_label(tokenizer, c.prefixes[xi]), f"{cp.x_loadings[i]:+.3g}", f"{int(c.x_total[xi]):,}"])
-    table = markdown_table(["rank", f"continuation y ({side_y} vector)", "loading",
-                            f"history x ({side_x} vector)", "loading", "c(x)"], rows,
-                           ["--:", ":--", "--:", ":--", "--:", "--:"])
-    return head + "\n\n" + table
+        rows.append([i + 1, token_label(tokenizer, c.suffixes[yi]), f"{cp.y_loadings[i]:+.3f}".replace("-", "−"),
+                     token_label(tokenizer, c.prefixes[xi]), f"{cp.x_loadings[i]:+.3g}".replace("-", "−"),
+                     int(c.x_total[xi])])
+    shown = table(rows, headers=["rank", f"continuation y ({side_y} vector)", "loading", f"history x ({side_x} vector)",
+                                 "loading", "c(x)"], align=["--:", ":--", "--:", ":--", "--:", "--:"],
+                  name=f"component-{name}-{c.k}{c.l}-{alpha + 1}")
+    return head + "\n\n" + shown.data
 
 
 def snippets_markdown(search: SnippetSearch, tokenizer, counts: SequenceCounts) -> str:
@@ -665,6 +668,36 @@ def snippets_markdown(search: SnippetSearch, tokenizer, counts: SequenceCounts) 
 # ---------------------------------------------------------------------------
 
 PLANTED_COLLECTIVE = ((0.02, 0.015), (0.01, 0.01, 0.012))
+PLANTED_MAX_LENGTH = 4  # k + l of a planted-bigram check (see planted_orders_problem)
+
+
+def require_sweep_order(orders, sweep_order) -> None:
+    """Refuse (:class:`lib.book.parameters.ParameterError`, naming the parameter) a smoothing-sweep
+    order [k, l] that is not the (k, l) of one of ``orders`` ([k, l, threshold] each): the sweep
+    reads the counts and modes computed for that order."""
+    from .book.parameters import ParameterError
+
+    known = [list(o[:2]) for o in orders]
+    if list(sweep_order) not in known:
+        raise ParameterError(f"parameter 'sweep_order': allowed values are the [k, l] of one of the orders {known}; "
+                             f"got {list(sweep_order)!r}")
+
+
+def planted_orders_problem(orders) -> str | None:
+    """Why the (k, l) of :func:`planted_lemma_study` cannot be run, in a sentence, or None.
+
+    The check takes a dense SVD of the planted language's joint over Σ^k × Σ^l. With the default
+    bigrams (two absolute, collective ones of two and three histories) the planted alphabet has
+    |Σ| = 4 + 7k + 4l tokens (background, reserved history and continuation tokens), so
+    k + l = 4 is the longest order whose joint stays within ``lib.languages.DENSE_LIMIT``
+    (|Σ|^(k+l) = 29^4 at (3, 1); 33^5 > 2^24 at (3, 2)). Used by the Examples chapter's
+    declaration (``validate:``), so that a wrong order is refused before any work."""
+    for i, order in enumerate(orders):
+        k, l = order
+        if k + l > PLANTED_MAX_LENGTH:
+            return (f"item [{i}] = {list(order)}: k + l = {k + l} is above {PLANTED_MAX_LENGTH}, the longest planted "
+                    f"joint that stays dense (|Σ|^(k+l) with |Σ| = 4 + 7k + 4l)")
+    return None
 
 
 def planted_lemma_study(orders, n_languages: int, seed: int = 0, background_size: int = 4,
@@ -683,6 +716,23 @@ def planted_lemma_study(orders, n_languages: int, seed: int = 0, background_size
                                  vector_error=c.vector_error, own_propensity_error=c.own_propensity_error,
                                  other_propensity_max=c.other_propensity_max, violation=c.violation))
     return rows
+
+
+def planted_lemma_summary(rows: list[dict]) -> list[dict]:
+    """:func:`planted_lemma_study`'s rows summed up per (k, l) and kind of bigram: how many were
+    checked, and the largest error in σ, in the vectors, of the own-mode propensities (against the
+    indicator of the bigram) and of the other modes' propensities (against 0)."""
+    out = []
+    for k, l in dict.fromkeys((r["k"], r["l"]) for r in rows):
+        for kind in ("absolute", "collective"):
+            sel = [r for r in rows if (r["k"], r["l"], r["kind"]) == (k, l, kind)]
+            if sel:
+                out.append({"(k, l)": (k, l), "bigram": kind, "checked": len(sel),
+                            "σ error": max(r["sigma_error"] for r in sel),
+                            "vector error": max(r["vector_error"] for r in sel),
+                            "own propensity": max(r["own_propensity_error"] for r in sel),
+                            "other propensities": max(r["other_propensity_max"] for r in sel)})
+    return out
 
 
 @dataclass
@@ -709,6 +759,97 @@ def analyse_order(tokens, doc_offsets, vocab_size, k: int, l: int, min_count: in
     P0 = conditional_modes(counts, r, 0.0, "none", seed=seed)
     M = weighted_modes(counts, r, seed=seed)
     return OrderAnalysis(k, l, counts, P, P0, M, t_count)
+
+
+def counting_rows(analyses: dict) -> list[dict]:
+    """Per order (k, l) of real text: the threshold, the histories seen, the kept matrix's shape and
+    non-zeros, and the share of windows kept (``analyses``: (k, l) → :class:`OrderAnalysis`)."""
+    return [{"(k, l)": (A.k, A.l), "threshold t": A.counts.min_x_count, "histories seen": A.counts.n_x_seen,
+             "kept x × y": f"{A.counts.shape[0]:,} × {A.counts.shape[1]:,}", "non-zeros": A.counts.counts.nnz,
+             "windows kept": A.counts.kept_fraction} for A in analyses.values()]
+
+
+def svd_rows(analyses: dict) -> list[dict]:
+    """Per order: the SVD method the paper's rule picks, the top singular value of P and of M, and
+    the seconds spent counting and on each SVD."""
+    return [{"(k, l)": (A.k, A.l), "SVD (rule)": A.P.method, "σ₁ of P": A.P.sigma[0], "σ₁ of M": A.M.sigma[0],
+             "count (s)": round(A.count_seconds, 2), "SVD of P (s)": round(A.P.seconds, 1),
+             "SVD of M (s)": round(A.M.seconds, 1)} for A in analyses.values()]
+
+
+STAND_INS = ("Example 5.7 (a top component)", "Examples 5.9 and 5.10 (single leading components)",
+             "the reading after Example 5.8 (a perturbed collective bigram)", "Example 5.8 (a seventh component)")
+
+
+def representative_components(analyses: dict, sweep_order) -> list[tuple[EmpiricalModes, int, str]]:
+    """Components of M that stand in for the paper's Examples 5.7–5.11, as (modes, index, which
+    example): the leading mode of the first order, the leading mode at the sweep order, the most
+    bigram-like of the first ten at the longest k (the reading after Example 5.8), and the seventh
+    at the longest l (Example 5.8 shows a seventh component)."""
+    orders = list(analyses.values())
+    longest_k = next(A for A in orders if A.k == max(a.k for a in orders))
+    longest_l = next(A for A in orders if A.l == max(a.l for a in orders))
+    picks = [(orders[0].M, 0), (analyses[tuple(sweep_order)].M, 0),
+             (longest_k.M, int(np.argmax(longest_k.M.bigram_overlaps()[:10]))),
+             (longest_l.M, min(6, longest_l.M.n_modes - 1))]
+    return [(modes, alpha, example) for (modes, alpha), example in zip(picks, STAND_INS)]
+
+
+@dataclass
+class MethodAgreement:
+    """:func:`method_agreement`: per operator ('P', 'M'), the largest relative difference between the
+    Lanczos and the randomized singular values, over the top 10 (``top10``) and all r (``all``), and
+    each method's seconds (``seconds[operator][method]``)."""
+
+    top10: dict
+    all: dict
+    seconds: dict
+
+
+def method_agreement(counts: SequenceCounts, r: int, alpha: float, smoothing: str = "observed",
+                     seed: int = 0) -> MethodAgreement:
+    """Both SVD methods (randomized and Lanczos) on the paper's P and on M of one count table, so that
+    the one the paper's rule did not pick is checked against the one it did (App. B)."""
+    top10, every, seconds = {}, {}, {}
+    for name, mat in (("P", conditional_matrix(counts, alpha, smoothing)), ("M", weighted_matrix(counts))):
+        res = {m: top_components(mat, r, m, seed=seed) for m in ("lanczos", "randomized")}
+        top10[name] = singular_value_agreement(res["lanczos"].s, res["randomized"].s, 10)
+        every[name] = singular_value_agreement(res["lanczos"].s, res["randomized"].s)
+        seconds[name] = {m: x.seconds for m, x in res.items()}
+    return MethodAgreement(top10, every, seconds)
+
+
+def max_tied(em: EmpiricalModes, tie_rtol: float = 1e-2, n_modes: int = 10) -> int:
+    """The most histories tied at the top x-loading among the ``n_modes`` leading modes."""
+    return int(max(em.component(a, tie_rtol=tie_rtol).n_tied for a in range(min(n_modes, em.n_modes))))
+
+
+def smoothing_sweep(analysis: OrderAnalysis, alphas, alpha: float, r: int, smoothing: str = "observed",
+                    tie_rtol: float = 1e-2, seed: int = 0, overlap_cut: float = 0.7) -> list[dict]:
+    """The paper's P at each smoothing a of ``alphas`` (a = 0 and a = ``alpha`` reuse the analysis's
+    P0 and P), and the weighted M, at one order: the mean log10 c(x) of the 10 leading modes'
+    histories, the most tied histories among them, the share of modes with bigram overlap at least
+    ``overlap_cut``, and the overlap of the top-10 continuation subspace with M's."""
+    A = analysis
+    rows = []
+    for a in alphas:
+        Pa = A.P0 if a == 0 else (A.P if a == alpha else conditional_modes(A.counts, r, a, smoothing, seed=seed))
+        rows.append({"operator": f"P, a = {a:g}", "mean log₁₀ c(x)": mean_log_count(Pa),
+                     "most tied histories": max_tied(Pa, tie_rtol), "share with overlap ≥ 0.7":
+                     float(np.mean(Pa.bigram_overlaps() >= overlap_cut)),
+                     "continuation overlap with M": subspace_overlap(Pa.y_vectors, A.M.y_vectors, 10)})
+    rows.append({"operator": "M", "mean log₁₀ c(x)": mean_log_count(A.M), "most tied histories": max_tied(A.M, tie_rtol),
+                 "share with overlap ≥ 0.7": float(np.mean(A.M.bigram_overlaps() >= overlap_cut)),
+                 "continuation overlap with M": 1.0})
+    return rows
+
+
+def overlap_rows(analyses: dict, cut: float = 0.7) -> list[dict]:
+    """Per order: the median bigram overlap of the modes of M and of P, and the share at least ``cut``."""
+    return [{"(k, l)": (A.k, A.l), "M: median overlap": float(np.median(A.M.bigram_overlaps())),
+             "M: share ≥ 0.7": float(np.mean(A.M.bigram_overlaps() >= cut)),
+             "P: median overlap": float(np.median(A.P.bigram_overlaps())),
+             "P: share ≥ 0.7": float(np.mean(A.P.bigram_overlaps() >= cut))} for A in analyses.values()]
 
 
 def mean_log_count(em: EmpiricalModes, n_modes: int = 10) -> float:
@@ -776,9 +917,8 @@ def text_statistics(M_by_order: dict, P_sweep: EmpiricalModes, sweep_order, tie_
     if sweep_order not in M_by_order:
         raise ValueError(f"sweep_order {list(sweep_order)} must be one of the orders {[list(o) for o in M_by_order]}")
     M = M_by_order[sweep_order]
-    max_tied = lambda E: max(E.component(a, tie_rtol=tie_rtol).n_tied for a in range(min(n_tie_modes, E.n_modes)))
     overlaps = np.concatenate([E.bigram_overlaps() for E in M_by_order.values()])
-    return dict(smoothed_max_tied=int(max_tied(P_sweep)), weighted_max_tied=int(max_tied(M)),
+    return dict(smoothed_max_tied=max_tied(P_sweep, tie_rtol, n_tie_modes), weighted_max_tied=max_tied(M, tie_rtol, n_tie_modes),
                 median_y_mass=float(np.median([M.component(a, tie_rtol=tie_rtol).y_mass
                                                for a in range(min(n_mass_modes, M.n_modes))])),
                 collective_fraction=float(np.mean(overlaps >= overlap_cut)))

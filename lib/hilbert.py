@@ -1,4 +1,5 @@
-"""The Hilbert-space picture of a language (Chen & Murfet §4.1–4.2; MATH.md §2).
+"""The Hilbert-space picture of a language (Chen & Murfet §4.1–4.2; the book's
+Notation page, chapters/appendix/notation.md, § Histories, continuations and their inner products).
 
 Fix history and continuation lengths k, l and a joint q(xy) on Σ^k × Σ^l (rows x, columns y,
 ``joint[x, y] = q(xy)``, e.g. ``Language.joint(k, l)``) with q(x) > 0 for every history.
@@ -172,6 +173,13 @@ class FunctionSpace:
     def stochastic_matrix(self) -> np.ndarray:
         """Q[y, x] = q(y|x), the conditional operator in the word bases (column-stochastic, Remark 4.12)."""
         return self.conditional.T.copy()
+
+
+LEMMA_CHECKS = {"remark_4_3": r"Remark 4.3: $\sqrt{q(x)}\,e_x$ orthonormal",
+                "lemma_4_5": r"Lemma 4.5: Parseval in $V_k$", "lemma_4_6": "Lemma 4.6: functional to vector",
+                "lemma_4_7": r"Lemma 4.7: $e_x\otimes e_y$ to a function", "roundtrip": "tensor → function → tensor",
+                "lemma_4_8": r"Lemma 4.8: $A_{k+l}$ to $q(\cdot\mid x)$"}
+"""What each error of :func:`lemma_errors` checks, in words (the rows of the chapter's table)."""
 
 
 def lemma_errors(space: "FunctionSpace", tensor=None, conditional=None, rng=None, n_random: int = 8) -> dict:

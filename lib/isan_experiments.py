@@ -24,6 +24,8 @@ Sequences are indexed as in :mod:`lib.isan` (lexicographic, first token most sig
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import time
 from typing import Callable, Sequence
 
@@ -168,6 +170,23 @@ def effective_rank(d: int, alphabet_size: int, T: int) -> int:
     """max_t generic_rank(d, |Σ|, T, t): the hidden dimension a generic ISAN of nominal dimension d
     actually uses over Σ^T (d itself once |Σ|^t and the futures leave room for d rows)."""
     return max(generic_rank(d, alphabet_size, T, t) for t in range(T))
+
+
+def configurations_problem(configs) -> str | None:
+    """Why the random ISANs [d, |Σ|, T] of :func:`theorem_4_3_table` cannot be built and checked
+    exactly, in a sentence, or None: an alphabet needs |Σ| >= 2 tokens, and the exact checks
+    enumerate Σ^T, so |Σ|^T is held to ``lib.isan.MAX_STRINGS`` = 2^24. Used by the ISAN chapter's
+    declaration (``validate:``), so that a configuration is refused before any work."""
+    from .isan import MAX_STRINGS
+
+    for i, config in enumerate(configs):
+        d, S, T = config
+        if S < 2:
+            return f"item [{i}] = {list(config)}: |Σ| = {S}; an alphabet has at least 2 tokens"
+        if S ** T > MAX_STRINGS:
+            return (f"item [{i}] = {list(config)}: |Σ|^T = {S}^{T} strings is above 2^24, the most that are "
+                    "enumerated exactly (lib.isan.MAX_STRINGS)")
+    return None
 
 
 def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: float = EXACT_RANK_TOL) -> list[dict]:
@@ -652,6 +671,61 @@ def parity_budget_comparison(n: int, eps: float, p: float, seed: int) -> dict:
 # ---------------------------------------------------------------------------
 # beyond the paper: approximately low-rank models
 # ---------------------------------------------------------------------------
+
+@dataclass
+class ParityHardness:
+    """:func:`parity_hardness`: the learners from samples (``samples``, rows of
+    :func:`parity_sample_learners`), the logit-query learner (``queries``, rows of
+    :func:`parity_query_learner`) and the comparison at one longer n (``budget``, of
+    :func:`parity_budget_comparison`); per n the samples each learner from samples needs for a mean
+    TV of ``tau`` (``need_counting``, ``need_mle``; None where never reached), and the fitted slope
+    of log2(samples needed by counting) against n over the n that reach it (``counting_slope``)."""
+
+    samples: list
+    queries: list
+    budget: dict
+    tau: float
+    need_counting: dict
+    need_mle: dict
+    counting_slope: float
+
+    @property
+    def fitted_ns(self) -> list[int]:
+        return [n for n, m in self.need_counting.items() if m is not None]
+
+    def counting_log2_at(self, n: int) -> float:
+        """log2 of the samples counting would need at ``n``, extrapolated along the fitted slope from
+        the longest fitted n."""
+        last = max(self.fitted_ns)
+        return float(np.log2(self.need_counting[last]) + self.counting_slope * (n - last))
+
+    def rows(self) -> list[dict]:
+        """Per n, what each learner pays: samples for TV ≤ tau (counting, MLE), the MLE's candidates,
+        and the logit-query learner's queries and TV (the last row: the comparison at ``budget['n']``)."""
+        query = {r["n"]: r for r in self.queries}
+        ns = sorted(set(self.need_counting) | set(query))
+        rows = [{"n": n, "counting: samples": self.need_counting.get(n), "MLE: samples": self.need_mle.get(n),
+                 "MLE: candidates": 2 ** n, "queries": query[n]["queries"] if n in query else None,
+                 "TV of the query learner": query[n]["tv"] if n in query else None} for n in ns]
+        b = self.budget
+        return rows + [{"n": b["n"], "counting: samples": None, "MLE: samples": None, "MLE: candidates": 2 ** b["n"],
+                        "queries": b["queries"], "TV of the query learner": b["tv"]}]
+
+
+def parity_hardness(sample_ns, query_ns, repeats: int, p: float, seed: int, max_samples: int, compare_n: int,
+                    compare_eps: float, tau: float = 0.1, eps: float = 0.1) -> ParityHardness:
+    """Theorem C.13 illustrated at small n: the two learners from samples (counting and maximum
+    likelihood over noisy parities) on ``sample_ns``, the logit-query learner at accuracy ``eps`` on
+    ``query_ns``, and the query learner against counting at the same budget at ``compare_n``."""
+    samples = parity_sample_learners(sample_ns, repeats, p, seed, max_samples)
+    queries = parity_query_learner(query_ns, eps, p, seed)
+    budget = parity_budget_comparison(compare_n, compare_eps, p, seed)
+    need_counting = samples_needed(samples, "empirical_tv", tau)
+    need_mle = samples_needed(samples, "mle_tv", tau)
+    fitted = [n for n, m in need_counting.items() if m is not None]
+    slope = float(np.polyfit(fitted, np.log2([need_counting[n] for n in fitted]), 1)[0])
+    return ParityHardness(samples, queries, budget, tau, need_counting, need_mle, slope)
+
 
 def perturbed_isan(base: TimeVaryingISAN, k: int, eta: float, rng: np.random.Generator) -> TimeVaryingISAN:
     """A rank-d ISAN plus a perturbation of size eta: hidden dim d + k, block lower-triangular

@@ -2,7 +2,7 @@
 
 A *language* (Chen & Murfet, Def 3.2, after Mumford) is a family of fundamental tensors
 A_n ∈ (R^Σ)^{⊗n}, A_n[σ_1, …, σ_n] = q(σ_1…σ_n), such that summing A_{n+1} over its last
-position gives A_n (MATH.md §1). Every source here is a finite-state process, so q is known
+position gives A_n (Notation page, § Strings, languages). Every source here is a finite-state process, so q is known
 in closed form and identities (the language condition, Lemmas 4.10, 5.2, 5.6) can be checked
 to machine precision; every source can also be sampled.
 

@@ -1,18 +1,17 @@
 """The local learning coefficient (LLC) estimated by SGLD over many chains at once.
 
-Chen & Murfet §2.3–2.4, after Lau et al. (2024); MATH.md §6. With data (x_i, y_i),
-i = 1..n, and per-sample loss ℓ_i(w), L_n(w) = (1/n) Σ_i ℓ_i(w). The localised tempered
-posterior at w* is
+Chen & Murfet §2.3–2.4, after Lau et al. (2024). With data (x_i, y_i), i = 1..n, and
+per-sample loss ℓ_i(w), L_n(w) = (1/n) Σ_i ℓ_i(w). The localised tempered posterior at w* is
 
-    p(w) ∝ exp( −nβ L_n(w) − (γ/2) ‖w − w*‖² ),                          (MATH.md §6)
+    p(w) ∝ exp( −nβ L_n(w) − (γ/2) ‖w − w*‖² ),                  (Chen & Murfet Eq. 10)
 
-and the estimator is λ̂(w*) = nβ ( E_p[L_n(w)] − L_n(w*) ), with β = β* = 1/log n by
-default (so nβ = n / log n). E_p is approximated by SGLD,
+and the estimator is λ̂(w*) = nβ ( E_p[L_n(w)] − L_n(w*) ) (Eq. 11), with β = β* = 1/log n
+by default (so nβ = n / log n; Watanabe 2013). E_p is approximated by SGLD,
 
-    w_{t+1} = w_t − (ε/2) ( nβ ∇L_{B_t}(w_t) + γ (w_t − w*) ) + N(0, ε I),   (MATH.md §6)
+    w_{t+1} = w_t − (ε/2) ( nβ ∇L_{B_t}(w_t) + γ (w_t − w*) ) + N(0, ε I),   (Eq. 12)
 
 with B_t a minibatch of m indices drawn uniformly for each chain, and the loss trace L_{B_t}(w_t)
-averaged over chains and over the draws after burn-in.
+averaged over chains and over the draws after burn-in (Eq. 13).
 
 How the sampler is built:
 
@@ -33,14 +32,22 @@ How the sampler is built:
 * **Distributed.** Launched with ``torchrun``, each rank runs chunks rank, rank + W, …
   and the per-chain traces are gathered, so every rank returns the whole result.
 * **Divergence.** A chain whose loss becomes non-finite is flagged with the step and the
-  ε that caused it, reported, and left out of λ̂.
+  ε that caused it, reported, and left out of λ̂ (:attr:`LLCResult.divergent_fraction`
+  says how many: leaving chains out is a selection).
 * **Diagnostics.** Per-chain effective sample size and split R-hat of the loss trace
   (Vehtari et al. 2021), and the mean Metropolis-adjusted Langevin (MALA) acceptance
   probability of the SGLD proposals, a step-size diagnostic (exact with full batches).
 
+Removing the estimator's biases: SGLD's step-size bias by a line in ε through runs of equal
+Langevin time ε·draws (:func:`extrapolate_eps`, :func:`eps_limits`; the runs at several ε
+share their chains, so the line is drawn chain by chain), and the finite-nβ bias of the
+tempered mean by the asymptotic form set by the zeta function's poles
+(:func:`extrapolate_nbeta`).
+
 :func:`coupled_chains` runs two losses (data from q and from q^(χ)) from the same point
 with the same minibatch indices and the same injected noise, for the Insensitivity and
-LLC theorems chapters; :func:`sweep` and :func:`plot_sweep` make calibration a call.
+LLC theorems chapters; :func:`sweep` and :func:`plot_sweep` make calibration a call;
+:func:`llc_over_training` follows λ̂ across a language model's checkpoints.
 """
 from __future__ import annotations
 
@@ -59,7 +66,6 @@ from .book.batched_gemm import CpuBatchedGemm, worth_it
 from .book.device import process_group, resolve_device
 from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
-from .known_llc import normal_crossing_llc, regular_llc, rrr_llc  # noqa: F401  (re-exported)
 
 LossFn = Callable[[nn.Module, tuple], torch.Tensor]
 
@@ -105,6 +111,11 @@ class LLCResult:
     def chain_steps_per_s(self) -> float:
         steps = self.settings["chains"] * (self.settings["draws"])
         return steps / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def divergent_fraction(self) -> float:
+        """The fraction of chains left out of λ̂ because their loss became non-finite."""
+        return len(self.diagnostics["divergent"]) / len(self.per_chain)
 
     def summary(self) -> str:
         d = self.diagnostics
@@ -527,7 +538,7 @@ def _result(parts: list[dict], k: int, init_loss: float, s: _Settings, seconds: 
 
 def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, eps, chains, draws, burn_in,
                  batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap") -> LLCResult:
-    """λ̂(w*) = nβ ( E[L_n(w)] − L_n(w*) ) by SGLD (MATH.md §6), ``chains`` chains at once.
+    """λ̂(w*) = nβ ( E[L_n(w)] − L_n(w*) ) by SGLD (Chen & Murfet Eqs. 11–13), ``chains`` chains at once.
 
     ``model``: a ``torch.nn.Module`` at w* (its trainable parameters are sampled; buffers
     stay). ``loss_fn(model, batch)``: per-sample losses, shape (B,), for ``batch`` a tuple
@@ -564,8 +575,7 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
     """Two SGLD samplers from the same w* with the same minibatch indices and the same noise.
 
     Target a is (``loss_fn``, ``data_a``), target b is (``loss_fn_b`` or ``loss_fn``,
-    ``data_b``), e.g. samples from q and from q^(χ) (MATH.md §7; Chen & Murfet Thms
-    7.3–7.4). Both data sets must have the same n so that one index stream serves both;
+    ``data_b``), e.g. samples from q and from q^(χ) (Chen & Murfet §7, Thms 7.3–7.4). Both data sets must have the same n so that one index stream serves both;
     nβ defaults to n / log n for both; ``batching`` as in :func:`estimate_llc`. Returns both
     estimates and the chains' separations.
     """
@@ -693,25 +703,57 @@ def plot_sweep(results, *, vary: str, ax_traces=None, ax_llc=None, truth=None, c
     return ax_traces, ax_llc
 
 
+# ----- a language model over training --------------------------------------------------------
+
+def llc_over_training(suite, size: str, windows: torch.Tensor, *, gamma, eps, chains, draws, burn_in, batch_size,
+                      seed, device="auto") -> list[dict]:
+    """λ̂ at every checkpoint of one model of a :class:`lib.models.mini_pythia.Suite` (Hoogland et al. 2024).
+
+    L_n is the mean next-token loss on ``windows`` (a (n, T) token tensor, one window one sample) and nβ = n/log n;
+    the SGLD settings are :func:`estimate_llc`'s. Returns one row per checkpoint: step, λ̂ ± s.e., L_n(w*), the
+    held-out loss the suite recorded there, split R̂ and the fraction of chains that diverged."""
+    from .models.causal_lm import sequence_loss
+
+    history = suite.history[size]
+    rows = []
+    for step in suite.checkpoint_steps:
+        lm = suite.load(size, step, device=device)
+        lm.model.config._attn_implementation = "eager"  # plain attention ops batch under vmap; fused SDPA does not
+        with warnings_to_terminal():
+            res = estimate_llc(lm.model, sequence_loss, (windows,), gamma=gamma, eps=eps, chains=chains, draws=draws,
+                               burn_in=burn_in, batch_size=batch_size, seed=seed, device=device, progress=False)
+        rows.append({"step": step, "llc": res.llc, "se": res.se, "init_loss": res.init_loss,
+                     "heldout_loss": history["heldout_loss"][history["checkpoint_step"].index(step)],
+                     "rhat": res.diagnostics["rhat"], "diverged": res.divergent_fraction,
+                     "params": sum(p.numel() for p in lm.model.parameters())})
+    return rows
 
 
+@contextlib.contextmanager
+def warnings_to_terminal():
+    """Within the block, warnings (e.g. of divergent chains) go to the terminal that runs the book
+    (:func:`lib.book.progress.log_stream`) instead of a notebook cell's output; the results say what the
+    warnings said (:attr:`LLCResult.divergent_fraction`)."""
+    from .book.progress import log_stream
 
-def extrapolate_eps(results: Sequence[LLCResult]) -> tuple[float, float]:
-    """λ̂ at ε → 0 from estimates at several ε: weighted least squares of λ̂(ε) = λ̂₀ + aε.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        yield
+    for w in caught:
+        print(f"[lib.llc] {w.category.__name__}: {w.message}", file=log_stream())
 
-    SGLD's discretisation bias is O(ε) to first order (Euler–Maruyama), so a line in ε
-    through two or more step sizes removes it (Richardson extrapolation). Returns
-    (λ̂₀, its standard error), the weights being 1/s.e.² of each estimate.
-    """
-    if len(results) < 2:
-        raise LLCInputError(f"parameter 'results' must hold estimates at >= 2 step sizes; got {len(results)}")
-    eps = np.array([r.settings["eps"] for r in results])
-    if len(set(eps.tolist())) < 2:
-        raise LLCInputError("parameter 'results' must hold estimates at >= 2 different step sizes eps")
-    y = np.array([r.llc for r in results])
-    coef, cov = _weighted_least_squares(np.stack([np.ones_like(eps), eps], axis=1), y,
-                                        np.array([r.se for r in results]))
-    return float(coef[0]), float(math.sqrt(cov[0, 0]))
+
+# ----- removing the estimator's biases -------------------------------------------------------
+
+class LLCFitError(ValueError):
+    """An extrapolation's form does not determine its limit from these values."""
+
+
+def independent_seed(seed: int, *keys: int) -> int:
+    """A seed for the sub-run named by ``keys`` whose streams are independent of ``seed``'s and of every other
+    sub-run's (NumPy's ``SeedSequence`` hashing; deterministic)."""
+    seed = _check_int("seed", seed, 0)
+    return int(np.random.SeedSequence([seed, *(int(k) for k in keys)]).generate_state(1, dtype=np.uint32)[0])
 
 
 def _weighted_least_squares(X: np.ndarray, y: np.ndarray, ses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -721,24 +763,112 @@ def _weighted_least_squares(X: np.ndarray, y: np.ndarray, ses: np.ndarray) -> tu
     return cov @ X.T @ (w * y), cov
 
 
+def _is_paired(results: Sequence[LLCResult]) -> bool:
+    """Runs of one seed and chain count: chain c of each is driven by the same noise stream."""
+    return (len({r.settings["seed"] for r in results}) == 1 and len({r.settings["chains"] for r in results}) == 1
+            and len({len(r.per_chain) for r in results}) == 1)
+
+
+def extrapolate_eps(results: Sequence[LLCResult], *, paired: bool | None = None) -> tuple[float, float]:
+    """λ̂ at ε → 0 from estimates at several step sizes ε: the line λ̂(ε) = λ̂₀ + bε, weighted.
+
+    SGLD's discretisation bias is O(ε) to first order (Euler–Maruyama), so a line in ε
+    through two or more step sizes removes it (Richardson extrapolation). With the design
+    X = [1, ε_j] and weights W = diag(1/s.e._j²), the intercept is a fixed combination of the
+    estimates, λ̂₀ = Σ_j c_j λ̂(ε_j) with c = e₀ᵀ (XᵀWX)⁻¹ XᵀW. Its standard error:
+
+    * independent runs: sqrt( ((XᵀWX)⁻¹)₀₀ );
+    * paired runs (the same seed and chains at every ε, so chain c of each run sees the same
+      noise and the estimates are correlated; ``paired=None`` decides from the settings): the
+      combination is formed chain by chain, z_c = Σ_j c_j λ̂_c(ε_j), over the chains finite in
+      every run, and λ̂₀ ± s.e. is the mean of z_c ± their standard deviation / √C. Treating
+      paired runs as independent would misstate the s.e. (here about twice too large).
+
+    Returns (λ̂₀, its standard error).
+    """
+    if len(results) < 2:
+        raise LLCInputError(f"parameter 'results' must hold estimates at >= 2 step sizes; got {len(results)}")
+    eps = np.array([r.settings["eps"] for r in results], dtype=np.float64)
+    if len(set(eps.tolist())) < 2:
+        raise LLCInputError("parameter 'results' must hold estimates at >= 2 different step sizes eps")
+    X = np.stack([np.ones_like(eps), eps], axis=1)
+    w = 1.0 / np.maximum(np.array([r.se for r in results], dtype=np.float64), 1e-300) ** 2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    combination = (cov @ X.T * w)[0]  # λ̂₀ = combination · (λ̂(ε_j))_j
+    if paired is None:
+        paired = _is_paired(results)
+    if not paired:
+        return float(combination @ np.array([r.llc for r in results])), float(math.sqrt(cov[0, 0]))
+    if not _is_paired(results):
+        raise LLCInputError("paired extrapolation needs runs with one seed and one number of chains")
+    per_chain = combination @ np.stack([r.per_chain for r in results])
+    per_chain = per_chain[np.isfinite(per_chain)]
+    if len(per_chain) < 2:
+        raise LLCDivergenceError("fewer than two chains stayed finite at every step size")
+    return float(per_chain.mean()), float(per_chain.std(ddof=1) / math.sqrt(len(per_chain)))
+
+
+@dataclass
+class EpsLimit:
+    """λ̂ at ε → 0 at one nβ (:func:`eps_limits`): ``llc`` ± ``se`` by :func:`extrapolate_eps` of ``runs``,
+    one run per step size, all of the same Langevin time ε·draws and paired."""
+
+    nbeta: float
+    llc: float
+    se: float
+    runs: list
+
+    @property
+    def divergent_fraction(self) -> float:
+        """The fraction of chains left out: non-finite at one step size or more."""
+        bad = np.zeros(len(self.runs[0].per_chain), dtype=bool)
+        for r in self.runs:
+            bad |= ~np.isfinite(r.per_chain)
+        return float(bad.mean())
+
+    @property
+    def max_rhat(self) -> float:
+        """The largest split R̂ of the runs' loss traces."""
+        return float(max(r.diagnostics["rhat"] for r in self.runs))
+
+    @property
+    def min_total_ess(self) -> float:
+        """The smallest, over the runs, of the loss trace's ESS summed over chains."""
+        return float(min(np.sum(r.diagnostics["ess"]) for r in self.runs))
+
+
 def eps_limits(model: nn.Module, loss_fn: LossFn, data, *, nbetas: Sequence[float], eps_nbeta: Sequence[float],
-               draws_at: Callable[[float, float], int], **settings) -> list[dict]:
+               langevin_time: float, burn_in_fraction: float = 1 / 3, **settings) -> list[EpsLimit]:
     """λ̂ extrapolated to ε → 0 (:func:`extrapolate_eps`) at each nβ of ``nbetas``.
 
-    These are the points :func:`extrapolate_nbeta` fits. At each nβ, one :func:`estimate_llc`
-    run per step size ε = f / nβ (f in ``eps_nbeta``), each of ``draws_at(nβ, ε)`` steps with a
-    third of them burn-in; ``settings`` are the other keyword arguments of :func:`estimate_llc`
-    (any nbeta, eps, draws or burn_in among them is replaced). Returns, per nβ, ``{"nbeta", "llc", "se", "runs"}``.
+    At each nβ, one :func:`estimate_llc` run per step size ε = f / nβ (f in ``eps_nbeta``), each
+    of ceil(``langevin_time`` / ε) steps: every run covers the same Langevin time ε·draws, so
+    the smaller step runs proportionally longer and the line through the step sizes removes
+    the discretisation bias only, not a mixing deficit that grows as ε shrinks (a flat
+    direction relaxes in Langevin time ~1/γ). The first ``burn_in_fraction`` of each run is
+    burn-in. The runs at one nβ share their seed (paired chains); each nβ has its own
+    (:func:`independent_seed`), so the points handed to :func:`extrapolate_nbeta` are
+    independent. ``settings`` are the other keyword arguments of :func:`estimate_llc`
+    (nbeta, eps, draws and burn_in are set here). Returns one :class:`EpsLimit` per nβ.
     """
+    langevin_time = _check_positive("langevin_time", langevin_time)
+    if not 0 <= burn_in_fraction < 1:
+        raise LLCInputError(f"parameter 'burn_in_fraction' must be in [0, 1); got {burn_in_fraction!r}")
+    factors = [_check_positive("eps_nbeta", f) for f in eps_nbeta]
+    if len(set(factors)) < 2:
+        raise LLCInputError(f"parameter 'eps_nbeta' must hold >= 2 different step sizes; got {list(eps_nbeta)}")
+    settings = {k: v for k, v in settings.items() if k not in ("nbeta", "eps", "draws", "burn_in")}
+    seed = settings.pop("seed")
     points = []
-    for nb in nbetas:
+    for i, nb in enumerate(nbetas):
+        nb = _check_positive("nbetas", nb)
         runs = []
-        for f in eps_nbeta:
-            steps = int(draws_at(nb, f / nb))
-            runs.append(estimate_llc(model, loss_fn, data, **{**settings, "nbeta": nb, "eps": f / nb, "draws": steps,
-                                                             "burn_in": steps // 3}))
-        value, se = extrapolate_eps(runs)
-        points.append({"nbeta": nb, "llc": value, "se": se, "runs": runs})
+        for f in factors:
+            steps = max(2, math.ceil(langevin_time * nb / f))
+            runs.append(estimate_llc(model, loss_fn, data, nbeta=nb, eps=f / nb, draws=steps,
+                                     burn_in=int(steps * burn_in_fraction), seed=independent_seed(seed, i), **settings))
+        value, se = extrapolate_eps(runs, paired=True)
+        points.append(EpsLimit(nb, value, se, runs))
     return points
 
 
@@ -747,13 +877,16 @@ class NbetaExtrapolation:
     """λ̂ at nβ → ∞ from estimates at several nβ (:func:`extrapolate_nbeta`).
 
     ``llc`` ± ``se`` is the fitted limit λ̂₀; ``curve(nbeta)`` the fitted E[nβ K] at any nβ;
-    ``form`` the fitted expression in words; ``params`` every fitted coefficient."""
+    ``form`` the fitted expression in words; ``params`` every fitted coefficient; ``chi2`` the
+    weighted residual Σ ((value − curve)/s.e.)² with ``dof`` degrees of freedom (values − coefficients)."""
 
     llc: float
     se: float
     form: str
     params: np.ndarray
     curve: Callable[[np.ndarray], np.ndarray]
+    chi2: float = float("nan")
+    dof: int = 0
 
 
 def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: float | None = None,
@@ -768,11 +901,16 @@ def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: f
       with δ = λ₂ − λ the ``gap`` to the next pole and m₂ its order (``gap_multiplicity``);
     * multiplicity 2: Z ≈ s^{−λ} (c log s + c′), so E[sK] = λ − 1/(log s + a) + O(s^{−δ}):
       the slow, logarithmic approach that makes multiplicity visible at any reachable nβ.
+      The O(s^{−δ}) terms are left out (the next pole is not known for every model), so the
+      form's own error at the fitted nβ must be measured on a case with exact values.
 
     The first form is linear in its coefficients (weighted least squares); the second is
     fitted by ``scipy.optimize.curve_fit``. Weights are 1/``ses``² (all 1 without them);
     the standard error of λ̂₀ comes from the fit's covariance with the given s.e. taken as
-    absolute. Needs at least as many distinct nβ as coefficients.
+    absolute. Needs at least as many distinct nβ as coefficients. A multiplicity-two fit
+    whose curve changes across the fitted nβ by less than the smallest s.e. is refused
+    (:class:`LLCFitError`): there λ and a trade off freely (a runs away to large values
+    and the s.e. of λ̂₀ with it), so the values do not determine a limit.
     """
     from scipy.optimize import curve_fit
 
@@ -807,24 +945,43 @@ def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: f
     if len(set(x.tolist())) < n_coef:
         raise LLCInputError(f"parameter 'nbetas' must hold at least {n_coef} different values for the form {form}; "
                             f"got {sorted(set(x.tolist()))}")
+
+    def residual(curve):
+        return float(np.sum(((y - curve(x)) / sig) ** 2)), len(x) - n_coef
+
     if multiplicity == 1:
         coef, cov = _weighted_least_squares(design(x), y, sig)
-        return NbetaExtrapolation(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0))), form, coef,
-                                  lambda s: design(s) @ coef)
+
+        def curve(s):
+            return design(s) @ coef
+
+        return NbetaExtrapolation(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0))), form, coef, curve,
+                                  *residual(curve))
 
     def log_form(s, lam, a):
         return lam - 1.0 / (np.log(s) + a)
 
     start = [float(y[np.argmax(x)]) + 1.0 / float(log_x.max()), 0.0]  # a = 0: λ ≈ the last value + 1/log nβ
-    coef, cov = curve_fit(log_form, x, y, p0=start, sigma=sig, absolute_sigma=ses is not None, maxfev=20000)
-    if not np.all(np.isfinite(coef)) or np.any(np.log(x) + coef[1] <= 0):
-        raise LLCInputError(f"the form {form} does not fit these values (log nβ + a must stay > 0): {coef}")
+    try:
+        coef, cov = curve_fit(log_form, x, y, p0=start, sigma=sig, absolute_sigma=ses is not None, maxfev=20000)
+    except RuntimeError as err:  # no convergence
+        raise LLCFitError(f"the form {form} does not fit these values: {err}") from None
+    if not np.all(np.isfinite(coef)) or np.any(log_x + coef[1] <= 0):
+        raise LLCFitError(f"the form {form} does not fit these values (log nβ + a must stay > 0): {coef}")
+    change = abs(1.0 / (log_x.min() + coef[1]) - 1.0 / (log_x.max() + coef[1]))
+    if ses is not None and change < sig.min():
+        raise LLCFitError(f"the form {form} is not determined by these values: the fitted curve changes by "
+                          f"{change:.3g} across nβ = {x.min():g}..{x.max():g}, less than the smallest s.e. "
+                          f"{sig.min():.3g} (a = {coef[1]:.3g} runs away)")
     se = float(math.sqrt(cov[0, 0])) if np.all(np.isfinite(cov)) else float("nan")
-    return NbetaExtrapolation(float(coef[0]), se, form, coef, lambda s: log_form(np.asarray(s, dtype=np.float64),
-                                                                                    *coef))
+
+    def curve(s):
+        return log_form(np.asarray(s, dtype=np.float64), *coef)
+
+    return NbetaExtrapolation(float(coef[0]), se, form, coef, curve, *residual(curve))
 
 
-__all__ = ["CoupledResult", "LLCDivergenceError", "LLCInputError", "LLCMemoryError", "LLCResult", "coupled_chains",
-           "eps_limits", "extrapolate_eps", "extrapolate_nbeta", "NbetaExtrapolation",
-           "effective_sample_size", "estimate_llc", "normal_crossing_llc", "plot_sweep", "regular_llc", "rrr_llc",
-           "split_rhat", "sweep"]
+__all__ = ["CoupledResult", "CoupledTargets", "EpsLimit", "FlatParameters", "LLCDivergenceError", "LLCFitError",
+           "LLCInputError", "LLCMemoryError", "LLCResult", "LossModule", "NbetaExtrapolation", "coupled_chains",
+           "coupled_targets", "effective_sample_size", "eps_limits", "estimate_llc", "extrapolate_eps",
+           "extrapolate_nbeta", "independent_seed", "llc_over_training", "plot_sweep", "split_rhat", "sweep", "warnings_to_terminal"]

@@ -1,11 +1,11 @@
 """Chen & Murfet §7: SGLD for q and for its truncation q^(χ), coupled, and the bounds of
 Theorems 7.3–7.4 in the form the book derives them (the paper's constants were lost in its
-text's extraction; MATH.md §7).
+text's extraction, so the derivation follows the structure of the proofs of §7).
 
 Setting: a conditional model p(y|x, w) on the finite support of a language
 (:mod:`lib.conditional_models`), data (x_i, y_i) from q and (x_i, y'_i) from q^(χ) drawn with
-common random numbers (:meth:`Support.coupled_sample`), and two SGLD chains (MATH.md §6)
-from the same w* with the same minibatch indices and the same injected noise
+common random numbers (:meth:`Support.coupled_sample`), and two SGLD chains (Chen & Murfet
+§2.4, eq. 12) from the same w* with the same minibatch indices and the same injected noise
 (:func:`lib.llc.coupled_chains`).
 
 **Theorem 7.3, derived.** With Δ_t = w_t − w'_t, constant step ε and Δ_0 = 0,
@@ -31,8 +31,19 @@ insensitivity, minibatch version), then
 
     |λ̂ − λ̂^(χ)| ≤ nβ ( K · mean_t ‖Δ_t‖ + 2ε ).
 
-**§7.1.** A causal language model is a sequence of models p(y_t | y_<t, w), one per position,
-sharing w: :func:`per_position_llc` estimates the LLC of each position's loss L_t.
+**What λ̂ measures under the theorem's hypothesis.** With the Taylor model
+L_n(w* + u) ≈ L_n(w*) + gᵀu + ½uᵀHu, SGLD's iterates are Gaussian and λ̂ has a closed form
+(:func:`lib.local_quadratic.quadratic_llc`); with h_i the eigenvalues of H, g̃ = g in its eigenbasis and
+a_i = nβh_i + γ, its stationary continuous-time value is
+
+    λ̂_quad = ½ Σ_i nβh_i / a_i  −  ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i².
+
+If nβM < γ, every a_i is dominated by γ: the first sum is a curvature trace ≈ nβ tr(H)/(2γ),
+linear in nβ and below d/4, and the second a drift off a w* that is not a critical point of
+the target's loss, growing like (nβ)². :class:`DialExperiment` sets both beside the measured λ̂.
+
+The quadratic model and its λ̂ are in :mod:`lib.local_quadratic`; §7.1's per-position LLCs of a
+causal language model in :mod:`lib.position_llc`.
 """
 from __future__ import annotations
 
@@ -40,6 +51,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +64,7 @@ from .book.device import torch_threads
 from .book.parameters import integer_at_least
 from .conditional_models import Support
 from .insensitivity import effective
+from .local_quadratic import LocalQuadratic, flat_loss, local_quadratics
 
 
 def nll(model: nn.Module, batch) -> torch.Tensor:
@@ -71,19 +84,6 @@ def coupled_data(support: Support, chi: int, n: int, seed: int):
 # ---------------------------------------------------------------------------
 # Curvature: the Lipschitz constant M of ∇L (Hessian spectral norm) and K of L (gradient norm)
 # ---------------------------------------------------------------------------
-
-def _flat_loss(model: nn.Module, loss_fn, data):
-    """(f, w0): the mean loss as a function of the flat parameter vector (the sampler's own
-    flattening, :class:`lib.llc.FlatParameters`), and the model's own parameters."""
-    from torch.func import functional_call
-
-    wrapper, flat = llc.LossModule(model, loss_fn), llc.FlatParameters(model)
-
-    def f(w: torch.Tensor) -> torch.Tensor:
-        return functional_call(wrapper, flat.unflatten(w), tuple(data)).mean()
-
-    return f, flat.w0
-
 
 @dataclass
 class Curvature:
@@ -105,7 +105,7 @@ def curvature(model: nn.Module, loss_fn, data, w: torch.Tensor | None = None, to
     Hessian-vector products are forward-over-reverse (``torch.func.jvp`` of ``grad``)."""
     from scipy.sparse.linalg import LinearOperator, eigsh
 
-    f, w0 = _flat_loss(model, loss_fn, data)
+    f, w0 = flat_loss(model, loss_fn, data)
     w = w0 if w is None else w.to(w0)
     g = torch.func.grad(f)(w)
     grad_f = torch.func.grad(f)
@@ -158,6 +158,17 @@ class CriticalPoints:
     grad_norm_q: float
     smallest_q: float
     extreme_q: float
+
+    @property
+    def best_ratio(self) -> float:
+        """The smallest ‖∇L^(χ)(w*)‖ / ‖∇L(w*)‖ over the cutoffs below the largest (the rank)."""
+        below = [i for i, c in enumerate(self.chis) if c < max(self.chis)]
+        return float(np.min(self.grad_norm[below]) / self.grad_norm_q)
+
+    def rows(self) -> list[dict]:
+        """Per cutoff: ‖∇L^(χ)(w*)‖, its ratio to ‖∇L(w*)‖, and the smallest Hessian eigenvalue of L^(χ)."""
+        return [{"χ": c, "‖∇L^(χ)(w*)‖": g, "ratio to L's": g / self.grad_norm_q, "smallest eigenvalue": low}
+                for c, g, low in zip(self.chis, self.grad_norm, self.smallest)]
 
 
 def critical_points(model: nn.Module, support: Support, chis) -> CriticalPoints:
@@ -277,14 +288,18 @@ def history_nll(model: nn.Module, batch) -> torch.Tensor:
 class Dial:
     """:func:`resolution_dial`: for each nβ (axis 0) and cutoff χ (axis 1), per chain c,
     ``diff[b, j, c]`` = λ̂_c(q) − λ̂_c(q^(χ_j)) of coupled chains (NaN where either diverged);
-    ``llc_q[b]``, ``llc_chi[b, j]`` the estimates; ``separation[b, j]`` = ‖w_t − w'_t‖ per chain
-    and draw after burn-in; ``positions[b, k]`` target k's chains' parameters at
+    ``per_chain[b, k, c]`` every target's per-chain λ̂ (k = 0: q, NaN where diverged),
+    ``llc_q[b]``, ``llc_chi[b, j]`` their means over chains; ``separation[b, j]`` = ‖w_t − w'_t‖
+    per chain and draw after burn-in; ``positions[b, k]`` target k's chains' parameters at
     ``snapshot_steps``; ``data`` the targets' per-history data (rows, W_k) (:func:`history_data`,
-    q first; loss :func:`history_nll`). Measured at every step t = 0..draws−1 along the run
-    (``steps``, arrays (B, J, C, draws)):
+    q first; loss :func:`history_nll`); ``eps[b]`` the step at nβ_b; ``rhat[b, k]`` and
+    ``ess[b, k, c]`` the mixing of each target's loss traces after burn-in. Measured at every
+    step t = 0..draws−1 along the run (``steps``, arrays (B, J, C, draws)):
 
-    * ``delta[b, j, c, t]`` = ‖∇L_n(w_t) − ∇L_n^(χ_j)(w_t)‖ at the q-chain's point w_t (Lemma 7.1's object);
-    * ``lipschitz[b, j, c, t]`` = ‖∇L_n^(χ_j)(w_t) − ∇L_n^(χ_j)(w'_t)‖ (w'_t the q^(χ_j) chain);
+    * ``delta[b, j, c, t]`` = ‖∇L_n(w_t) − ∇L_n^(χ_j)(w_t)‖ at the q-chain's point w_t (Lemma 7.1's
+      object; None when the dial ran without ``measure``);
+    * ``lipschitz[b, j, c, t]`` = ‖∇L_n^(χ_j)(w_t) − ∇L_n^(χ_j)(w'_t)‖ (w'_t the q^(χ_j) chain; None
+      likewise);
     * ``gap[b, j, c, t]`` = |L_n(w'_t) − L_n^(χ_j)(w'_t)| (the log-probability insensitivity at w'_t);
     * ``sep_all[b, j, c, t]`` = ‖w_t − w'_t‖ after t steps, t = 0..draws (0 at t = 0);
     * ``grad_q[b, c, t]`` = ‖∇L_n(w_t)‖ along the q-chains."""
@@ -302,6 +317,10 @@ class Dial:
     seconds: float
     data: list | None = None
     steps: dict | None = None
+    per_chain: np.ndarray | None = None
+    eps: list | None = None
+    rhat: np.ndarray | None = None
+    ess: np.ndarray | None = None
 
     @property
     def mean(self) -> np.ndarray:
@@ -309,8 +328,7 @@ class Dial:
 
     @property
     def se(self) -> np.ndarray:
-        n = np.sum(np.isfinite(self.diff), axis=-1)
-        return np.nanstd(self.diff, axis=-1, ddof=1) / np.sqrt(n)
+        return _se(self.diff)
 
     @property
     def z(self) -> np.ndarray:
@@ -318,46 +336,97 @@ class Dial:
         where every chain pair agrees exactly (χ = rank: identical chains)."""
         return _z(self.diff)
 
+    @property
+    def llc_se(self) -> np.ndarray:
+        """Standard error over chains of every target's λ̂, (B, K) (k = 0: q)."""
+        return _se(self.per_chain)
+
+
+def _se(values: np.ndarray) -> np.ndarray:
+    """Standard error of the mean over the last axis (finite entries only; ddof 1)."""
+    n = np.sum(np.isfinite(values), axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nanstd(values, axis=-1, ddof=1) / np.sqrt(n)
+
 
 def _z(diff: np.ndarray) -> np.ndarray:
+    """The paired z of the chains' differences: mean / (sd / √n) over the last axis (ddof 1);
+    0 where every difference is exactly 0."""
     mean = np.nanmean(diff, axis=-1)
-    se = np.nanstd(diff, axis=-1, ddof=1) / np.sqrt(np.sum(np.isfinite(diff), axis=-1))
+    se = _se(diff)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = mean / se
     return np.where((se == 0) & (mean == 0), 0.0, z)
 
 
-def chi_star(z: np.ndarray, chis, threshold: float = 2.0) -> list:
-    """Per row of z (one nβ), the smallest χ from which every larger cutoff has |z| ≤ threshold:
-    the coarsest truncation SGLD cannot tell from q at that temperature (None if even the
-    largest χ is distinguishable)."""
-    out = []
-    for row in np.atleast_2d(z):
-        ok = np.abs(row) <= threshold
-        out.append(next((chis[j] for j in range(len(chis)) if ok[j:].all()), None))
+# ---------------------------------------------------------------------------
+# §8: when is q^(χ) indistinguishable from q? A fixed tolerance, decided in standard errors
+# ---------------------------------------------------------------------------
+
+INDISTINGUISHABLE, UNDECIDED, DISTINGUISHABLE = 0, 1, 2
+
+
+def resolve(diff: np.ndarray, tolerance: float, z: float = 2.0) -> np.ndarray:
+    """Per cell (all axes but the last, the chains): is λ̂(q) − λ̂(q^(χ)) within ``tolerance``?
+
+    With D the mean over chains and s its paired standard error: INDISTINGUISHABLE if the
+    whole interval D ± z·s lies inside [−tolerance, tolerance], DISTINGUISHABLE if it lies
+    outside it, UNDECIDED otherwise. The tolerance is fixed, so more draws shrink s and
+    settle every cell on the side of |D| it is on; they never turn a difference of fixed size
+    into a distinguishable one (as a test of D = 0 at level z would)."""
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"parameter 'tolerance' must be a positive number; got {tolerance!r}")
+    mean, se = np.nanmean(diff, axis=-1), _se(diff)
+    se = np.where((se == 0) | np.isfinite(se), se, np.inf)
+    out = np.full(mean.shape, UNDECIDED)
+    out[np.abs(mean) + z * se <= tolerance] = INDISTINGUISHABLE
+    out[np.abs(mean) - z * se > tolerance] = DISTINGUISHABLE
     return out
 
 
-def chi_star_interval(dial: Dial, threshold: float = 2.0, n_boot: int = 1000, seed: int = 0,
-                      level: float = 0.9) -> list[tuple]:
-    """Percentile bootstrap interval of χ*(β) per nβ, resampling the coupled chains (the same
-    resample for every χ, since a chain's draws are shared across the cutoffs)."""
-    rng = np.random.default_rng(seed)
-    C = dial.diff.shape[-1]
-    big = max(dial.chis) + 1                    # "None" (never indistinguishable) counts as above every χ
-    draws = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, C, C)
-        z = _z(dial.diff[..., idx])
-        draws.append([big if c is None else c for c in chi_star(z, dial.chis, threshold)])
-    lo, hi = np.quantile(np.array(draws), [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return [(float(a), float(b)) for a, b in zip(lo, hi)]
+def chi_star(indistinguishable: np.ndarray, chis) -> list:
+    """Per row (one nβ) of a boolean (B, J) array over the cutoffs ``chis`` (increasing): the
+    smallest χ from which every larger cutoff is marked, i.e. the coarsest truncation that
+    is not told from q at that temperature (None if not even the largest χ is marked)."""
+    out = []
+    for row in np.atleast_2d(indistinguishable):
+        out.append(next((chis[j] for j in range(len(chis)) if row[j:].all()), None))
+    return out
 
 
-def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int, gamma: float, eps_nbeta: float,
-                    chains: int, draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0,
-                    progress: bool = False, threads: int | None = 1, resume: bool = False,
-                    checkpoint_every: int = 50) -> Dial:
+def chi_star_band(codes: np.ndarray, chis) -> list[tuple]:
+    """The interval of χ*(β) that the classes of :func:`resolve` allow, per nβ: from χ* with
+    every undecided cell counted indistinguishable to χ* with every undecided cell counted
+    distinguishable (None, never indistinguishable, counts as above every cutoff)."""
+    big = max(chis) + 1
+    low = chi_star(codes != DISTINGUISHABLE, chis)
+    high = chi_star(codes == INDISTINGUISHABLE, chis)
+    return [(big if a is None else a, big if b is None else b) for a, b in zip(low, high)]
+
+
+def monotone_verdict(bands) -> str:
+    """The pre-set rule for §8's prediction "χ*(β) is non-decreasing in β" (``bands`` of
+    :func:`chi_star_band`, β increasing): "contradicted" if some β < β' has the band of χ*(β)
+    entirely above that of χ*(β'); "supported" if not, and some β < β' has it entirely below
+    (disjoint bands: the dial moved by more than the run's uncertainty); else "inconclusive"."""
+    pairs = [(i, j) for i in range(len(bands)) for j in range(i + 1, len(bands))]
+    if any(bands[i][0] > bands[j][1] for i, j in pairs):
+        return "contradicted"
+    if any(bands[i][1] < bands[j][0] for i, j in pairs):
+        return "supported"
+    return "inconclusive"
+
+
+def relaxation_steps(eps: float, gamma: float) -> float:
+    """2/(εγ): the steps in which SGLD's mean forgets its start along a direction the loss does
+    not curve (there the update contracts by 1 − εγ/2 per step)."""
+    return 2.0 / (eps * gamma)
+
+
+def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int, gamma: float,
+                    eps_nbeta: float | None = None, eps: float | None = None, chains: int, draws: int, burn_in: int,
+                    seed: int, device="auto", snapshots: int = 0, progress: bool = False, threads: int | None = 1,
+                    resume: bool = False, checkpoint_every: int = 50, measure: bool = True) -> Dial:
     """λ̂(q) − λ̂(q^(χ)) for every χ in ``chis`` and nβ in ``nbetas`` (Chen & Murfet §8).
 
     Every (nβ, target, chain) is one row of a single (rows, D) state, stepped by one vmapped
@@ -365,8 +434,10 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
     q^(χ), at every temperature, full batch on the per-history data of :func:`history_data`
     (n samples per target). All start at w* and share the injected noise ξ_t (one draw per
     chain and step, the stream of :func:`lib.llc.coupled_targets` with the same seed): every χ
-    is coupled to q, and every temperature sees the same ξ_t. The step is ε = ``eps_nbeta``/nβ,
-    so that the drift's scale is the same at every temperature; nβ and ε are per-row scales.
+    is coupled to q, and every temperature sees the same ξ_t. The step is ``eps``, the same at
+    every temperature (so that the chains relax in the same number of steps, 2/(εγ), at every β),
+    or, with ``eps_nbeta`` instead, ε = ``eps_nbeta``/nβ (the drift's scale the same at every β).
+    ``measure``: record Theorem 7.3's δ_t and s_t at every step (:func:`grid_chains`).
     ``threads``: torch's intra-op threads while sampling (default 1: for models of a few
     thousand parameters more threads only add synchronisation, and on a busy machine their
     spin-waiting made a step 25 times slower; None keeps the current setting).
@@ -384,10 +455,17 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
         raise ValueError(f"parameter 'chis' must hold integers in [1, {support.modes.rank}] (the rank); got {chis!r}")
     if not nbetas or any(not (np.isfinite(v) and v > 0) for v in nbetas):
         raise ValueError(f"parameter 'nbetas' must hold finite numbers > 0; got {nbetas!r}")
+    if (eps is None) == (eps_nbeta is None):
+        raise ValueError("give exactly one of 'eps' (one step for every nβ) and 'eps_nbeta' (ε = eps_nbeta / nβ)")
+    step = eps if eps is not None else eps_nbeta
+    if not (isinstance(step, (int, float)) and np.isfinite(step) and step > 0):
+        raise ValueError(f"parameter '{'eps' if eps is not None else 'eps_nbeta'}' must be a positive number; "
+                         f"got {step!r}")
+    steps = [float(eps)] * len(nbetas) if eps is not None else [eps_nbeta / nb for nb in nbetas]
     with torch_threads(threads) if threads else contextlib.nullcontext():
         rows, W = history_data(support, chis, n, seed)
-        kw = dict(nbetas=nbetas, gamma=gamma, eps=[eps_nbeta / nb for nb in nbetas], chains=chains, draws=draws,
-                  burn_in=burn_in, seed=seed, device=device, snapshots=snapshots, progress=progress)
+        kw = dict(nbetas=nbetas, gamma=gamma, eps=steps, chains=chains, draws=draws, burn_in=burn_in, seed=seed,
+                  device=device, snapshots=snapshots, progress=progress, measure=measure)
         run = (_cached_grid(model, rows, W, checkpoint_every, **kw) if resume
                else grid_chains(model, rows, W, **kw))
     B, J, C = len(nbetas), len(chis), chains
@@ -396,14 +474,17 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
     diff = per[:, :1] - per[:, 1:]
     diff[bad[:, :1] | bad[:, 1:]] = np.nan
     good = np.where(bad, np.nan, per)
-    settings = dict(n=n, gamma=gamma, eps_nbeta=eps_nbeta, chains=chains, draws=draws, burn_in=burn_in, seed=seed,
-                    histories=len(rows), loss="per-history")
+    settings = dict(n=n, gamma=gamma, eps_nbeta=eps_nbeta, eps=steps, chains=chains, draws=draws, burn_in=burn_in,
+                    seed=seed, histories=len(rows), loss="per-history", measure=measure)
     sep_all = run["sep_all"]
-    return Dial(chis, nbetas, diff, np.nanmean(good[:, 0], axis=-1), np.nanmean(good[:, 1:], axis=-1),
-                sep_all[..., burn_in + 1:], run["positions"], run["snapshot_steps"], bad.sum(axis=-1), settings,
-                run["seconds"], [(rows, W[k]) for k in range(J + 1)],
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)        # a target whose every chain diverged: NaN
+        llc_q, llc_chi = np.nanmean(good[:, 0], axis=-1), np.nanmean(good[:, 1:], axis=-1)
+    return Dial(chis, nbetas, diff, llc_q, llc_chi, sep_all[..., burn_in + 1:], run["positions"],
+                run["snapshot_steps"], bad.sum(axis=-1), settings, run["seconds"],
+                [(rows, W[k]) for k in range(J + 1)],
                 {"delta": run["delta"], "lipschitz": run["lipschitz"], "gap": run["gap"],
-                 "sep_all": sep_all, "grad_q": run["grad_q"]})
+                 "sep_all": sep_all, "grad_q": run["grad_q"]}, good, steps, run["rhat"], run["ess"])
 
 
 def _tensor_digest(*tensors) -> str:
@@ -441,24 +522,29 @@ def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
                 draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0, progress: bool = False,
                 chain_ids=None, noise_chains: int | None = None, workdir: Path | None = None,
-                checkpoint_every: int = 50) -> dict:
-    """SGLD (MATH.md §6) for K = W.shape[0] targets × B = len(nbetas) temperatures × ``chains``
-    chains at once, full batch, with the per-history loss of :func:`history_nll` (target 0 is q).
+                checkpoint_every: int = 50, measure: bool = True) -> dict:
+    """SGLD (Chen & Murfet §2.4, eq. 12) for K = W.shape[0] targets × B = len(nbetas) temperatures
+    × ``chains`` chains at once, full batch, with the per-history loss of :func:`history_nll`
+    (target 0 is q).
 
     Row (b, k, c) follows w ← w − (ε_b/2)(nβ_b ∇L^(k)(w) + γ(w − w*)) + √ε_b ξ_{t,c}: the noise
     ξ_{t,c} ~ N(0, I) is shared by every target and temperature (the generator and stream of
     :func:`lib.llc.coupled_targets`' first chunk for ``seed``), so each target's chains are
-    coupled to q's. One extra row per (b, k ≥ 1, c) evaluates ∇L^(k) at q's point w_t^(b,0,c),
-    in the same vmapped call, to record Theorem 7.3's ingredients at every step (see
-    :class:`Dial`). Returns per-chain λ̂ (with L_n(w*) in float64), divergence steps (−1: none),
-    separations from q's chains at every step (``sep_all[b, k−1, c, t]``, t = 0..draws), the
-    per-step measurements, and snapshots of positions. ``chain_ids`` (with ``noise_chains``, the
-    number of chains of the run being reproduced) runs only those chains of a larger run: the
-    noise is drawn for ``noise_chains`` chains, as that run draws it, and rows ``chain_ids`` used.
-    ``workdir``: the whole state (positions, traces, measurements, the noise generator) is saved
-    to ``workdir/resume.pt`` every ``checkpoint_every`` steps (written atomically), and a run
-    that finds one continues from it; the result is bit-identical to an uninterrupted run
-    (``resumed_from``: the step it continued from, 0 for a fresh start)."""
+    coupled to q's. With ``measure`` (default), one extra row per (b, k ≥ 1, c) evaluates
+    ∇L^(k) at q's point w_t^(b,0,c), in the same vmapped call, to record Theorem 7.3's
+    ingredients δ_t and s_t at every step (see :class:`Dial`); without it those two are None
+    and a step costs about half. Returns per-chain λ̂ (with L_n(w*) in float64), divergence steps
+    (−1: none), separations from q's chains at every step (``sep_all[b, k−1, c, t]``,
+    t = 0..draws), the per-step measurements, snapshots of positions, and the mixing of each
+    chain's loss trace after burn-in: ``rhat[b, k]`` (split R̂ over the chains,
+    :func:`lib.llc.split_rhat`) and ``ess[b, k, c]`` (:func:`lib.llc.effective_sample_size`).
+    ``chain_ids`` (with ``noise_chains``, the number of chains of the run being reproduced)
+    runs only those chains of a larger run: the noise is drawn for ``noise_chains`` chains, as
+    that run draws it, and rows ``chain_ids`` used. ``workdir``: the whole state (positions,
+    traces, measurements, the noise generator) is saved to ``workdir/resume.pt`` every
+    ``checkpoint_every`` steps (written atomically), and a run that finds one continues from it;
+    the result is bit-identical to an uninterrupted run (``resumed_from``: the step it continued
+    from, 0 for a fresh start)."""
     from torch.func import functional_call, grad, vmap
 
     from .book.device import resolve_device
@@ -493,11 +579,12 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         return value, (value.detach(), (-(Wq * logp).sum() / H).detach())
 
     step = vmap(grad(loss, has_aux=True), in_dims=(0, 0))     # the parameters' parts: no split/cat in autograd
-    # rows of the state: main rows (b, k, c), then probe rows (b, j, c), j = 1..J, holding q's point (b, 0, c)
-    R, P = B * K * C, B * J * C
-    target = torch.as_tensor(np.concatenate([np.repeat(np.arange(K), C)[None].repeat(B, 0).ravel(),
-                                             np.repeat(np.arange(1, K), C)[None].repeat(B, 0).ravel()]),
-                             device=device)
+    # rows of the state: main rows (b, k, c), then (with ``measure``) probe rows (b, j, c), j = 1..J, holding
+    # q's point (b, 0, c)
+    R, P = B * K * C, (B * J * C if measure else 0)
+    main_targets = np.repeat(np.arange(K), C)[None].repeat(B, 0).ravel()
+    probe_targets = np.repeat(np.arange(1, K), C)[None].repeat(B, 0).ravel() if measure else np.zeros(0, int)
+    target = torch.as_tensor(np.concatenate([main_targets, probe_targets]), device=device)
     Wrow = W[target]                                                        # (R + P, H, V)
     col = dict(dtype=w0.dtype, device=device)
     half_eps = torch.as_tensor([0.5 * e for e in eps], **col)
@@ -515,15 +602,17 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     keep = draws - burn_in
     trace = torch.empty(B, K, C, keep, dtype=torch.float64, device=device)
     first_bad = torch.full((B, K, C), -1, dtype=torch.long, device=device)
-    meas = {k: torch.empty(B, J, C, draws, dtype=torch.float64, device=device) for k in ("delta", "lipschitz", "gap")}
+    measured = ("delta", "lipschitz", "gap") if measure else ("gap",)
+    meas = {k: torch.empty(B, J, C, draws, dtype=torch.float64, device=device) for k in measured}
     grad_q = torch.empty(B, C, draws, dtype=torch.float64, device=device)
     sep_all = torch.zeros(B, J, C, draws + 1, dtype=torch.float64, device=device)
     state = w0.expand(R + P, -1).clone()
     w = state[:R].view(B, K, C, D)
-    probe = state[R:].view(B, J, C, D)
+    probe = state[R:].view(B, J, C, D) if measure else None
     parts = torch.split(state, flat.sizes, dim=1)
     gbuf = torch.empty_like(state)
-    gm, gp = gbuf[:R].view(B, K, C, D), gbuf[R:].view(B, J, C, D)
+    gm = gbuf[:R].view(B, K, C, D)
+    gp = gbuf[R:].view(B, J, C, D) if measure else None
     work = torch.empty(B, J, C, D, **col)
     arrays = {"state": state, "trace": trace, "first_bad": first_bad, "grad_q": grad_q, "sep_all": sep_all,
               **{"meas_" + k: v for k, v in meas.items()}, **({"positions": positions} if snap else {})}
@@ -553,11 +642,13 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             positions[:, :, :, snap[t]] = w
         if t == draws:
             break
-        probe.copy_(w[:, :1].expand(B, J, C, D))
+        if measure:
+            probe.copy_(w[:, :1].expand(B, J, C, D))
         grads, (value, value_q) = step(parts, Wrow)
         torch.cat(grads, dim=1, out=gbuf)
-        meas["delta"][..., t] = torch.linalg.vector_norm(torch.sub(gm[:, :1], gp, out=work), dim=-1)
-        meas["lipschitz"][..., t] = torch.linalg.vector_norm(torch.sub(gp, gm[:, 1:], out=work), dim=-1)
+        if measure:
+            meas["delta"][..., t] = torch.linalg.vector_norm(torch.sub(gm[:, :1], gp, out=work), dim=-1)
+            meas["lipschitz"][..., t] = torch.linalg.vector_norm(torch.sub(gp, gm[:, 1:], out=work), dim=-1)
         v, vq = value[:R].view(B, K, C), value_q[:R].view(B, K, C)
         meas["gap"][..., t] = (vq[:, 1:] - v[:, 1:]).abs()
         grad_q[..., t] = torch.linalg.vector_norm(gm[:, 0], dim=-1)
@@ -579,29 +670,20 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = elapsed + time.perf_counter() - start
-    per_chain = np.asarray(nbetas)[:, None, None] * (trace.cpu().numpy().mean(axis=-1)
-                                                     - np.asarray(init)[None, :, None])
+    traces = trace.cpu().numpy()
+    per_chain = np.asarray(nbetas)[:, None, None] * (traces.mean(axis=-1) - np.asarray(init)[None, :, None])
+    finite = np.isfinite(traces).all(axis=-1)                                # (B, K, C)
+    rhat = np.array([[llc.split_rhat(traces[b, k][finite[b, k]]) if finite[b, k].sum() >= 2 else np.nan
+                      for k in range(K)] for b in range(B)])
+    ess = np.where(finite, np.array([[llc.effective_sample_size(np.nan_to_num(traces[b, k])) for k in range(K)]
+                                     for b in range(B)]), np.nan)
+    out = {k: v.cpu().numpy() for k, v in meas.items()}
+    if not measure:
+        out.update(delta=None, lipschitz=None)
     return {"per_chain": per_chain, "first_bad": first_bad.cpu().numpy(), "init_loss": init,
-            "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(),
-            **{k: v.cpu().numpy() for k, v in meas.items()},
+            "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(), **out, "rhat": rhat, "ess": ess,
             "positions": positions.cpu().numpy() if snap else None,
             "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start}
-
-
-def monotone_verdict(chi_stars, intervals) -> str:
-    """The pre-set rule for §8's prediction "χ*(β) is non-decreasing in β" (β in increasing
-    order): "contradicted" if some β < β' has the interval of χ*(β) entirely above that of
-    χ*(β'); "supported" if not, the point estimates are non-decreasing and they move (a
-    constant χ* says nothing about the dial); else "inconclusive". None (never
-    indistinguishable) counts as above every cutoff."""
-    big = float("inf")
-    pts = [big if c is None else c for c in chi_stars]
-    for i in range(len(intervals)):
-        for j in range(i + 1, len(intervals)):
-            if intervals[i][0] > intervals[j][1]:
-                return "contradicted"
-    moves = len(set(pts)) > 1
-    return "supported" if moves and all(a <= b for a, b in zip(pts, pts[1:])) else "inconclusive"
 
 
 def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto") -> dict:
@@ -614,7 +696,7 @@ def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto") ->
 
 def _target_losses(model: nn.Module, datas) -> list:
     """f_j(w) = L_n of target j as functions of the flat parameter vector (per-history data)."""
-    return [_flat_loss(model, history_nll, d)[0] for d in datas]
+    return [flat_loss(model, history_nll, d)[0] for d in datas]
 
 
 def measure_constants(model: nn.Module, dial: Dial) -> dict:
@@ -638,6 +720,8 @@ def measure_constants(model: nn.Module, dial: Dial) -> dict:
       one-step inequality (:func:`one_step_violations`) by induction."""
     if dial.positions is None or dial.steps is None:
         raise ValueError("the dial kept no positions: run resolution_dial with snapshots > 0")
+    if dial.steps["delta"] is None:
+        raise ValueError("the dial did not record δ_t and s_t: run resolution_dial with measure=True")
     with torch_threads(1):       # small models (see resolution_dial)
         return _measure_constants(model, dial)
 
@@ -671,16 +755,18 @@ def _measure_constants(model: nn.Module, dial: Dial) -> dict:
             "M": max(M, M_secant), "M_lanczos": M, "M_secant": M_secant, "any_divergent": bool(bad.any())}
 
 
-def one_step_violations(dial: Dial, gamma: float, eps_nbeta: float, rtol: float = 1e-9, atol: float = 1e-13) -> int:
+def one_step_violations(dial: Dial, rtol: float = 1e-9, atol: float = 1e-13) -> int:
     """The triangle inequality behind Theorem 7.3, at every step of the run with its own
-    measurements: ‖Δ_{t+1}‖ ≤ |1 − ε γ/2| ‖Δ_t‖ + (ε nβ/2) (δ_t + s_t), s_t = ‖∇L^(χ)_n(w_t) − ∇L^(χ)_n(w'_t)‖.
-    It holds exactly when the two chains of a pair share start and noise (the noise cancels in
-    Δ); a count of the (b, j, c, t) where it fails beyond rounding (``rtol``; ``atol`` for
-    separations of a few ulps of w, as at χ = rank)."""
+    measurements: ‖Δ_{t+1}‖ ≤ |1 − ε γ/2| ‖Δ_t‖ + (ε nβ/2) (δ_t + s_t), s_t = ‖∇L^(χ)_n(w_t) − ∇L^(χ)_n(w'_t)‖,
+    with the dial's own γ and step ε at each nβ. It holds exactly when the two chains of a pair
+    share start and noise (the noise cancels in Δ); a count of the (b, j, c, t) where it fails
+    beyond rounding (``rtol``; ``atol`` for separations of a few ulps of w, as at χ = rank)."""
     st = dial.steps
+    if st is None or st["delta"] is None:
+        raise ValueError("the dial did not record δ_t and s_t: run resolution_dial with measure=True")
+    gamma = dial.settings["gamma"]
     count = 0
-    for b, nb in enumerate(dial.nbetas):
-        e = eps_nbeta / nb
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
         sep = st["sep_all"][b]
         rhs = abs(1 - e * gamma / 2) * sep[..., :-1] + e * nb / 2 * (st["delta"][b] + st["lipschitz"][b])
         lhs = sep[..., 1:]
@@ -721,98 +807,279 @@ def _lemma_ratios(model: nn.Module, support: Support, dial: Dial, max_chains: in
 
 
 # ---------------------------------------------------------------------------
-# §7.1: a transformer as a sequence of models, one per position
+# The dial as one experiment: schedule, sampling, quadratic prediction, verdict
+# ---------------------------------------------------------------------------
+
+def dial_schedule(curvature: float, nbetas, gamma: float, *, step_scale: float, burn_in_relaxations: float,
+                  relaxations: float, max_steps: int = 200_000) -> dict:
+    """One step ε for every nβ, and the run's length in relaxation times.
+
+    ε = ``step_scale`` / (max nβ · ``curvature`` + γ): ε times the largest curvature of the
+    localised potential nβL_n + (γ/2)‖w − w*‖² is ``step_scale`` at the coldest temperature (and
+    less at the others), so the step resolves the stiffest direction everywhere. The flat
+    directions relax in τ = 2/(εγ) steps (:func:`relaxation_steps`); the chains discard
+    ``burn_in_relaxations``·τ steps and average the loss over the next ``relaxations``·τ. A run
+    longer than ``max_steps`` is refused before any sampling."""
+    nbetas = [float(v) for v in nbetas]
+    for name, v in (("step_scale", step_scale), ("relaxations", relaxations), ("gamma", gamma),
+                    ("curvature", curvature)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"parameter '{name}' must be a positive number; got {v!r}")
+    if not (np.isfinite(burn_in_relaxations) and burn_in_relaxations >= 0):
+        raise ValueError(f"parameter 'burn_in_relaxations' must be a number >= 0; got {burn_in_relaxations!r}")
+    eps = step_scale / (max(nbetas) * curvature + gamma)
+    tau = relaxation_steps(eps, gamma)
+    burn_in = int(math.ceil(burn_in_relaxations * tau))
+    draws = burn_in + int(math.ceil(relaxations * tau))
+    if draws > max_steps:
+        raise ValueError(f"the dial at γ = {gamma:g} needs {draws} steps (relaxation time 2/(εγ) = {tau:.0f} steps at "
+                         f"ε = {eps:.3g}, set by parameter 'step_scale' and the largest curvature {curvature:.3g}); "
+                         f"more than {max_steps}: raise 'gamma', 'step_scale' or lower 'relaxations'")
+    return {"eps": eps, "relaxation": tau, "burn_in": burn_in, "draws": draws, "step_scale": step_scale,
+            "curvature": float(curvature)}
+
+
+@dataclass
+class DialExperiment:
+    """:func:`dial_experiment`: one resolution dial (Chen & Murfet §8) with its ``schedule``
+    (:func:`dial_schedule`), the sampled ``dial``, the ``quadratic`` model of every target at w*
+    and its prediction ``predicted[b, k]`` of each target's λ̂ at the run's own ε, burn-in and
+    length, the classes ``codes[b, j]`` of :func:`resolve` at ``tolerance`` and ``z``, the bands of
+    χ*(β) (:func:`chi_star_band`) and the verdict of :func:`monotone_verdict`."""
+
+    name: str
+    gamma: float
+    beta_factors: list
+    schedule: dict
+    dial: Dial
+    quadratic: LocalQuadratic
+    predicted: np.ndarray
+    codes: np.ndarray
+    bands: list
+    verdict: str
+    tolerance: float
+    z: float
+
+    @property
+    def rank_index(self) -> int:
+        return len(self.dial.chis) - 1 if self.dial.chis[-1] == max(self.dial.chis) else self.dial.chis.index(
+            max(self.dial.chis))
+
+    def prediction_z(self) -> np.ndarray:
+        """(λ̂ − its quadratic prediction) / s.e. per (nβ, target), targets whose chains are all finite."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (np.nanmean(self.dial.per_chain, axis=-1) - self.predicted) / self.dial.llc_se
+
+    def prediction_holds(self, z: float = 3.0, relative: float = 0.1) -> np.ndarray:
+        """Per (nβ, target): is the measured λ̂ within z standard errors plus ``relative`` of the
+        prediction's size of its quadratic prediction? (the relative part allows for the Taylor
+        remainder over the region the chains visit; False where either is not finite)."""
+        measured = np.nanmean(self.dial.per_chain, axis=-1)
+        with np.errstate(invalid="ignore"):
+            ok = np.abs(measured - self.predicted) <= z * self.dial.llc_se + relative * np.abs(self.predicted)
+        return ok & np.isfinite(measured) & np.isfinite(self.predicted)
+
+    def prediction_ratio(self) -> np.ndarray:
+        """λ̂(q) / its quadratic prediction per nβ."""
+        return self.dial.llc_q / self.predicted[:, 0]
+
+    def llc_slope(self) -> float:
+        """The least-squares slope of log λ̂(q) against log nβ: 1 where λ̂ is a curvature trace
+        (linear in nβ), 0 where it is a learning coefficient (independent of nβ)."""
+        y = np.log(self.dial.llc_q)
+        ok = np.isfinite(y)
+        return float(np.polyfit(np.log(np.asarray(self.dial.nbetas))[ok], y[ok], 1)[0]) if ok.sum() >= 2 else float("nan")
+
+    def saturated(self) -> list[int]:
+        """Per temperature, the directions of q's Hessian at w* with nβh > γ: those the data, not
+        the localisation, confine (each adds about ½ to λ̂)."""
+        h = self.quadratic.eigenvalues[0]
+        return [int(np.sum(nb * h > self.gamma)) for nb in self.dial.nbetas]
+
+    def rows(self) -> list[dict]:
+        """The table of the dial: per temperature, λ̂(q) with its standard error and mixing (split
+        R̂ over chains, smallest ESS), its quadratic prediction, the most negative λ̂(q^(χ)) and
+        its cutoff, d/2, and the band of χ*(β)."""
+        d = self.quadratic.dimension
+        se = self.dial.llc_se
+        out = []
+        for b, f in enumerate(self.beta_factors):
+            chi_vals = self.dial.llc_chi[b][:-1]
+            j = int(np.nanargmin(chi_vals)) if np.isfinite(chi_vals).any() else 0
+            lo, hi = self.bands[b]
+            out.append({"nβ/nβ*": f, "λ̂(q)": self.dial.llc_q[b], "s.e.": se[b, 0],
+                        "quadratic": self.predicted[b, 0], "R̂": self.dial.rhat[b, 0],
+                        "min ESS": float(np.nanmin(self.dial.ess[b, 0])),
+                        "smallest λ̂(q^(χ))": chi_vals[j], "at χ": self.dial.chis[j], "d/2": d / 2,
+                        "χ* band": f"{lo}" if lo == hi else f"{lo}–{hi}"})
+        return out
+
+
+def dial_verdict(experiments) -> tuple[str | None, str | None]:
+    """The prediction over several dials: ("supported", None) if every dial's verdict is
+    "supported", ("contradicted", None) if any is "contradicted", else (None, the reason it
+    is undecided: the dials whose bands of χ*(β) overlap at every pair of temperatures)."""
+    verdicts = {f"{e.name}, γ = {e.gamma:g}": e.verdict for e in experiments}
+    if any(v == "contradicted" for v in verdicts.values()):
+        return "contradicted", None
+    if all(v == "supported" for v in verdicts.values()):
+        return "supported", None
+    open_ = [k for k, v in verdicts.items() if v == "inconclusive"]
+    return None, "the bands of χ*(β) overlap at every pair of temperatures for " + "; ".join(open_)
+
+
+def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta_factors, nbeta_star: float, n: int,
+                    gamma: float, step_scale: float, burn_in_relaxations: float, relaxations: float, chains: int,
+                    seed: int, tolerance: float, z: float = 2.0, snapshots: int = 0, measure: bool = True,
+                    device="auto", resume: bool = False, progress: bool = False,
+                    quadratic: LocalQuadratic | None = None) -> DialExperiment:
+    """The resolution dial at one γ, as the chapter "LLC theorems" runs it: the quadratic model of
+    every target at w* (:func:`local_quadratics`), whose largest curvature sets one step ε for
+    every temperature and the run's length in relaxation times (:func:`dial_schedule`); the
+    coupled chains (:func:`resolution_dial`, nβ = factor · ``nbeta_star``); each target's
+    λ̂ predicted from the quadratic model at the same ε, burn-in and length
+    (:func:`lib.local_quadratic.quadratic_llc`); and the verdict on χ*(β) at the fixed ``tolerance``
+    (:func:`resolve`, :func:`chi_star_band`, :func:`monotone_verdict`). ``quadratic``: the
+    :class:`LocalQuadratic` of the same model, cutoffs, n and seed, if already computed (another
+    dial's ``quadratic``)."""
+    chis = sorted({int(c) for c in chis})
+    factors = [float(f) for f in beta_factors]
+    if not factors or any(not (np.isfinite(f) and f > 0) for f in factors) or factors != sorted(factors):
+        raise ValueError(f"parameter 'beta_factors' must be increasing positive numbers; got {beta_factors!r}")
+    nbetas = [f * nbeta_star for f in factors]
+    rows, W = history_data(support, chis, n, seed)
+    quad = quadratic or local_quadratics(model, [(rows, W[k]) for k in range(W.shape[0])])
+    if quad.eigenvalues.shape[0] != W.shape[0]:
+        raise ValueError(f"parameter 'quadratic' holds {quad.eigenvalues.shape[0]} targets; the dial has {W.shape[0]}")
+    sched = dial_schedule(quad.curvature, nbetas, gamma, step_scale=step_scale,
+                          burn_in_relaxations=burn_in_relaxations, relaxations=relaxations)
+    dial = resolution_dial(model, support, chis=chis, nbetas=nbetas, n=n, gamma=gamma, eps=sched["eps"],
+                           chains=chains, draws=sched["draws"], burn_in=sched["burn_in"], seed=seed, device=device,
+                           snapshots=snapshots, progress=progress, resume=resume, measure=measure)
+    predicted = np.array([[quad.llc(k, nbeta=nb, gamma=gamma, eps=sched["eps"], burn_in=sched["burn_in"],
+                                    draws=sched["draws"]) for k in range(len(chis) + 1)] for nb in nbetas])
+    codes = resolve(dial.diff, tolerance, z)
+    bands = chi_star_band(codes, chis)
+    return DialExperiment(name, float(gamma), factors, sched, dial, quad, predicted, codes, bands,
+                          monotone_verdict(bands), float(tolerance), float(z))
+
+
+# ---------------------------------------------------------------------------
+# Theorems 7.3–7.4 on a dial's run, and a priori
 # ---------------------------------------------------------------------------
 
 @dataclass
-class PerPositionLLC:
-    """:func:`per_position_llc`: for each position t (``positions[i]``), ``llc[i]`` = λ̂_t,
-    ``se[i]`` its standard error over chains, ``init_loss[i]`` = L_t(w*), and ``results[i]``
-    the full :class:`lib.llc.LLCResult` (traces, per-chain λ̂, diagnostics: ESS, split R̂,
-    MALA acceptance, divergent chains); ``settings`` the SGLD setting shared by every
-    position; ``seconds`` the wall time of all positions."""
+class TheoremChecks:
+    """:func:`theorem_checks`: the derived Theorems 7.3–7.4 on one dial's run (cutoffs below the rank).
 
-    positions: list
-    llc: np.ndarray
-    se: np.ndarray
-    init_loss: np.ndarray
-    results: list
-    settings: dict
-    seconds: float
+    ``constants`` from :func:`measure_constants`; ``hypotheses[b]`` the step-size conditions of
+    Theorem 7.3 (:func:`contraction`) at nβ_b with that M; ``one_step_violations`` the count of
+    :func:`one_step_violations`; ``separation_ratio`` the largest ‖w_t − w'_t‖ / bound over chains,
+    steps and cells with the run's constants (at most 1 by induction from the one-step inequality,
+    since δ and M are the run's maxima); ``separation_violations_lanczos`` the points above the
+    bound with the Lanczos M alone; ``llc_ratio[b, j, c]`` Theorem 7.4's bound over the measured
+    |λ̂_c(q) − λ̂_c(q^(χ_j))| per chain (NaN where a chain diverged), and ``gap_share[b, j, c]`` the
+    share of that bound that its 2nβε term makes up."""
 
-    def diagnostics(self) -> list[dict]:
-        """Per position: R̂, smallest ESS, mean MALA acceptance, number of divergent chains."""
-        return [{"position": t, "rhat": float(r.diagnostics["rhat"]), "min_ess": float(np.min(r.diagnostics["ess"])),
-                 "mala_acceptance": float(np.nanmean(r.diagnostics["mala_acceptance"])),
-                 "divergent": len(r.diagnostics["divergent"])} for t, r in zip(self.positions, self.results)]
+    constants: dict
+    hypotheses: list
+    one_step_violations: int
+    separation_points: int
+    separation_ratio: float
+    separation_violations_lanczos: int
+    llc_ratio: np.ndarray
+    gap_share: np.ndarray
 
-
-def _causal_logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """(B, T, V) logits of a causal LM: a ``transformers`` model (called with ``input_ids`` and
-    no key/value cache) or any module mapping ids to logits (a tensor or an output with ``.logits``)."""
-    config = getattr(model, "config", None)
-    out = model(input_ids=ids, use_cache=False) if config is not None and hasattr(config, "vocab_size") else model(ids)
-    return getattr(out, "logits", out)
+    @property
+    def llc_violations(self) -> int:
+        return int(np.sum(self.llc_ratio[np.isfinite(self.llc_ratio)] < 1))
 
 
-def last_token_loss(model: nn.Module, batch) -> torch.Tensor:
-    """Per-window −log p(ids[:, −1] | ids[:, :−1], w): the loss of the last token of each
-    (truncated) window, shape (B,). With windows truncated to ids[:, :t+1] this is the
-    per-position loss ℓ_t of :func:`per_position_llc`."""
-    (ids,) = batch
-    logits = _causal_logits(model, ids[:, :-1])[:, -1]
-    return torch.nn.functional.cross_entropy(logits.float() if logits.dtype in (torch.float16, torch.bfloat16)
-                                             else logits, ids[:, -1], reduction="none")
+def theorem_checks(model: nn.Module, experiment: DialExperiment) -> TheoremChecks:
+    """Theorems 7.3–7.4 as derived in the module docstring, chain by chain, on ``experiment``'s run
+    (which must have kept positions and measured δ_t, s_t), with K, M, δ and ε measured where the
+    chains went (:func:`measure_constants`)."""
+    dial = experiment.dial
+    cst = measure_constants(model, dial)
+    gamma, burn_in, draws = dial.settings["gamma"], dial.settings["burn_in"], dial.settings["draws"]
+    steps = np.arange(burn_in + 1, draws + 1)
+    below = [j for j, chi in enumerate(dial.chis) if chi < max(dial.chis)]
+    hyp, ratio, points, lanczos = [], 0.0, 0, 0
+    llc_ratio = np.full((len(dial.nbetas), len(below), dial.diff.shape[-1]), np.nan)
+    gap_share = np.full_like(llc_ratio, np.nan)
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
+        hyp.append(contraction(eps=e, gamma=gamma, nbeta=nb, M=cst["M"]))
+        for i, j in enumerate(below):
+            for c in range(dial.diff.shape[-1]):
+                sep = dial.separation[b, j, c]
+                ok = np.isfinite(sep)
+                bound = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=cst["M"], delta=cst["delta_chain"][b, j, c])
+                only = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=cst["M_lanczos"],
+                                        delta=cst["delta_chain"][b, j, c])
+                points += int(ok.sum())
+                lanczos += int(np.sum(sep[ok] > only[ok]))
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ratio = max(ratio, float(np.nanmax(np.where(bound[ok] > 0, sep[ok] / bound[ok], 0.0), initial=0.0)))
+                measured = abs(dial.diff[b, j, c])
+                if np.isfinite(measured) and ok.all():
+                    theorem = llc_difference_bound(nbeta=nb, K=cst["K"], mean_separation=float(sep.mean()),
+                                                   eps_insensitivity=cst["eps"][b, j])
+                    llc_ratio[b, i, c] = theorem / measured if measured > 0 else np.inf
+                    gap_share[b, i, c] = 2 * nb * cst["eps"][b, j] / theorem if theorem > 0 else np.nan
+    return TheoremChecks(cst, hyp, one_step_violations(dial), points, ratio, lanczos, llc_ratio, gap_share)
 
 
-def _check_positions(positions, T: int) -> list[int]:
-    msg = (f"parameter 'positions' must be a non-empty list of distinct integers t in [1, {T - 1}] "
-           f"(the predicted token's index in windows of length T = {T}; t = 0 has no history); got {positions!r}")
-    if isinstance(positions, (int, np.integer)) or not isinstance(positions, (list, tuple, np.ndarray, range)):
-        raise llc.LLCInputError(msg)
-    out = list(positions)
-    if not out or len(set(out)) != len(out) or any(
-            isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 1 <= t <= T - 1 for t in out):
-        raise llc.LLCInputError(msg)
-    return [int(t) for t in out]
+@dataclass
+class APrioriBound:
+    """:func:`a_priori_bounds`: Theorem 7.4's bound evaluated before sampling, per (nβ, χ < rank),
+    with the constants at w* of the population losses: δ_χ(w*), ε_χ(w*) (Defs 6.3–6.4,
+    :func:`lib.insensitivity.constants_all`), M_χ = ‖∇²L^(χ)(w*)‖ (Lanczos) and K = ‖∇L(w*)‖, and
+    the run's ε, γ, burn-in and length. Each constant is at most the supremum over the region
+    that the theorem assumes, so ``bound`` is at most the theorem's own: where even it exceeds
+    what a practitioner can resolve, the theorem cannot certify that q^(χ) is indistinguishable."""
+
+    chis: list
+    beta_factors: list
+    bound: np.ndarray          # (B, J)
+    contracts: np.ndarray      # (B, J): nβM_χ < γ (the bound saturates)
+    se_q: np.ndarray           # (B,): λ̂(q)'s standard error at the run's effort
+    measured: np.ndarray       # (B, J): |mean λ̂(q) − λ̂(q^(χ))|
+    tolerance: float
+
+    @property
+    def resolving(self) -> np.ndarray:
+        """Cells where the a-priori bound is within the tolerance: the theorem could certify them."""
+        return self.bound <= self.tolerance
+
+    def rows(self) -> list[dict]:
+        out = []
+        for b, f in enumerate(self.beta_factors):
+            for j, chi in enumerate(self.chis):
+                out.append({"nβ/nβ*": f, "χ": chi, "bound": self.bound[b, j], "bound / s.e.": self.bound[b, j] / self.se_q[b],
+                            "measured |Δλ̂|": self.measured[b, j], "nβM < γ": bool(self.contracts[b, j])})
+        return out
 
 
-def per_position_llc(model: nn.Module, data, positions, **sgld) -> PerPositionLLC:
-    """The LLC of each position's model of a causal language model (Chen & Murfet §7.1).
+def a_priori_bounds(model: nn.Module, support: Support, experiment: DialExperiment) -> APrioriBound:
+    """:class:`APrioriBound` for ``experiment``'s cutoffs below the rank and its run settings."""
+    from .insensitivity import constants_all
 
-    A causal LM with parameter w is a sequence of conditional models, one per position: for
-    windows y = (y_0, …, y_{T−1}), position t ∈ [1, T−1] is the model p(y_t | y_<t, w) of the
-    t-th token given the t tokens before it, all sharing w. Its empirical loss on the n windows
-    of ``data`` (a (n, T) token tensor, or the 1-tuple ``(ids,)`` of :func:`lib.llc.estimate_llc`) is
-
-        L_t(w) = −(1/n) Σ_i log p(y_t^(i) | y_<t^(i), w),
-
-    and the whole-window loss of ``lib.models.causal_lm.sequence_loss`` is their mean over
-    t = 1..T−1. For each t in ``positions`` this estimates λ̂_t = nβ (E[L_t] − L_t(w*)) with
-    :func:`lib.llc.estimate_llc` at the model's parameters w*: the data of position t are the
-    windows truncated to y_0..y_t (a causal model's prediction of y_t reads no later token) and
-    the loss is :func:`last_token_loss`.
-
-    ``sgld``: the keyword arguments of :func:`lib.llc.estimate_llc` (``gamma``, ``eps``,
-    ``chains``, ``draws``, ``burn_in``, ``batch_size``, ``seed``; optional ``nbeta``, default
-    n/log n with n the number of windows, ``device``, ``progress``, …), one setting for every
-    position: the same n, nβ, γ, ε, chains, draws and seed, hence the same minibatch indices
-    and the same injected noise at every position, so the positions differ only in their loss.
-    ``positions`` is checked before any sampling (:class:`lib.llc.LLCInputError`). A
-    ``transformers`` model should use eager attention under ``vmap``
-    (``model.config._attn_implementation = "eager"``, as the chapter "LLC" does).
-    """
-    ids = data[0] if isinstance(data, (tuple, list)) and len(data) == 1 else data
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype.is_floating_point or ids.shape[1] < 2:
-        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise llc.LLCInputError(f"parameter 'data' must be an integer token tensor of shape (n, T), T >= 2, or the "
-                                f"tuple (ids,); got {shape}")
-    positions = _check_positions(positions, ids.shape[1])
-    if "loss_fn" in sgld or "data" in sgld:
-        raise llc.LLCInputError("per_position_llc sets 'loss_fn' and 'data' itself; pass only SGLD settings")
-    sgld = {"progress": False, **sgld}
-    t0 = time.perf_counter()
-    results = [llc.estimate_llc(model, last_token_loss, (ids[:, :t + 1].contiguous(),), **sgld) for t in positions]
-    return PerPositionLLC(positions, np.array([r.llc for r in results]), np.array([r.se for r in results]),
-                          np.array([r.init_loss for r in results]), results, dict(results[0].settings),
-                          time.perf_counter() - t0)
+    dial = experiment.dial
+    chis = [c for c in dial.chis if c < support.modes.rank]
+    gamma, burn_in, draws = dial.settings["gamma"], dial.settings["burn_in"], dial.settings["draws"]
+    steps = np.arange(burn_in + 1, draws + 1)
+    with torch_threads(1):
+        pop = {c.chi: c for c in constants_all(model, support.modes, chis)}
+        K = curvature(model, weighted_nll, population_data(support)).grad_norm
+        M = {chi: curvature(model, weighted_nll, population_data(support, chi)).spectral_norm for chi in chis}
+    B, J = len(dial.nbetas), len(chis)
+    bound, contracts = np.zeros((B, J)), np.zeros((B, J), dtype=bool)
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
+        for j, chi in enumerate(chis):
+            sep = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=M[chi], delta=pop[chi].delta)
+            bound[b, j] = llc_difference_bound(nbeta=nb, K=K, mean_separation=float(sep.mean()),
+                                               eps_insensitivity=pop[chi].eps)
+            contracts[b, j] = nb * M[chi] < gamma
+    idx = [dial.chis.index(c) for c in chis]
+    return APrioriBound(chis, list(experiment.beta_factors), bound, contracts, dial.llc_se[:, 0],
+                        np.abs(dial.mean[:, idx]), experiment.tolerance)

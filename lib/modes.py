@@ -1,6 +1,6 @@
 """Modes of a sequence distribution: the SVD of the conditional operator (Chen & Murfet §4–5).
 
-Notation (MATH.md §2–4). Histories x ∈ Σ^k index rows of the joint q(xy), continuations
+Notation (the book's Notation page, chapters/appendix/notation.md, §§ inner products to truncation). Histories x ∈ Σ^k index rows of the joint q(xy), continuations
 y ∈ Σ^l its columns. V_k = R^{Σ^k} with ⟨u, v⟩_V = Σ_x u(x) v(x) / q(x) (Def 4.2), R^{Σ^l}
 with the dot product (Def 4.1), H_{k,l} = L²(Σ^k, q; R^{Σ^l}) with ⟨f, g⟩_H = Σ_x q(x) f(x)·g(x).
 
@@ -397,7 +397,7 @@ class Modes:
 
     def effective(self, chi: int, return_info: bool = False, tol: float = 1e-10, max_newton: int = 500,
                   shrink: float = 10.0):
-        """The effective true distribution q^(χ) (Def 4.16, MATH.md §4 Choice):
+        """The effective true distribution q^(χ) (Def 4.16, Notation page § Truncation, the Choice):
 
             q^(χ) = argmin_{p ∈ P_χ} Σ_x q(x) KL(q(·|x) ‖ p(·|x)),
             P_χ   = {p(·|x) = c + Σ_{α<χ} ⟨v_α, e_x⟩_V w_α, every row in the simplex},
@@ -523,7 +523,7 @@ class Modes:
 
     def family_basis(self, chi: int) -> np.ndarray:
         """An orthonormal basis, in V-coordinates, of span{√q, ṽ_0..ṽ_{χ-1}}: the history
-        features 1, φ_0..φ_{χ-1} of the family H_χ (MATH.md §4 Choice), shape (|Σ^k|, χ or χ+1).
+        features 1, φ_0..φ_{χ-1} of the family H_χ (Notation page § Truncation, the Choice), shape (|Σ^k|, χ or χ+1).
         The constant is appended by two Gram–Schmidt passes unless it already lies in the span."""
         s = self._sqrt_q
         B = self.v_tilde[:, :chi]

@@ -30,7 +30,10 @@ slides "When is the lower bound reached?" and "Implicit bias":
 Unconstrained features (UFM, slides "NTP-UFM" to "NTP max-margin logits"): W ∈ R^{V×d},
 H ∈ R^{d×m} free, ridge λ(‖W‖_F² + ‖H‖_F²). Since min_{WH=L}(‖W‖_F² + ‖H‖_F²) = 2‖L‖_*, the
 problem is the logit-space problem min_{rank L ≤ d} CE(L) + 2λ‖L‖_* (the slide writes λ for
-2λ), convex when d ≥ V. Its path satisfies L_λ ≈ L* + ρ(λ)L^mm with
+2λ). CE is unchanged by adding a constant to a column and centring the columns never raises
+‖L‖_*, so the minimiser is column-centred, of rank ≤ V − 1: the rank constraint is void and
+the problem convex when d ≥ V − 1 (the theorem's assumption; the slide "Large embedding
+space" writes d ≥ V). Its path satisfies L_λ ≈ L* + ρ(λ)L^mm with
 
 * L* ∈ F = span{(e_z − e_z')e_jᵀ : z, z' ∈ S_j}: L*_{zj} = log p̂_{j,z} − mean_{z'∈S_j} log p̂_{j,z'}
   on S_j and 0 off it;
@@ -42,6 +45,11 @@ and its status is checked: anything but ``optimal`` raises :class:`SolverError` 
 problem. NTP-SVM solutions carry a duality gap certified independently of the solver
 (:func:`svm_dual_bound`); :func:`ntp_svm_first_order` (ADMM) solves the same problem at sizes
 where the SDP is slow or does not fit in memory.
+
+Bounds that hold for every input (tested on random inputs): CE(L) ≥ H; the dual bound of the
+NTP-SVM never exceeds its optimum (:func:`svm_dual_bound`); gradient descent's excess loss and
+the regularisation path's excess loss stay below explicit bounds from a comparison point on the
+ray W* + ρW^mm (:func:`gd_excess_bound`, :func:`path_excess_bound`).
 """
 from __future__ import annotations
 
@@ -59,13 +67,14 @@ import scipy.special
 from .book.device import torch_threads
 
 __all__ = [
-    "NTPError", "SolverError", "NTPData", "check_distribution", "support_matrix", "word_stream",
+    "NTPError", "SolverError", "check_settings", "NTPData", "check_distribution", "support_matrix", "word_stream",
     "extract_contexts", "random_supports", "k_subsets", "synthetic_data", "entropy_lower_bound",
     "cross_entropy", "kl_terms", "log_softmax", "softmax", "l_star", "project_F", "ntp_svm",
-    "solve_ntp_svm", "SVMResult", "svm_dual_bound", "svm_violation", "ntp_svm_first_order", "linear_constraints",
+    "solve_ntp_svm", "SVMResult", "svm_dual_bound", "svm_violation", "certified_gap", "ntp_svm_first_order",
+    "project_svm_constraints",
+    "linear_constraints", "dirichlet_entropy_moments", "ray_excess", "gd_excess_bound", "path_excess_bound", "RAY",
     "linear_geometry", "LinearGeometry", "separability", "linear_w_mm", "smoothness", "gd_linear", "ufm_logits",
-    "ufm_objective", "ufm_path", "ufm_factors", "ufm_train", "train_transformer", "cosine_matrix", "offdiag_corr",
-    "permutation_null", "effective_rank",
+    "ufm_objective", "ufm_path", "ufm_factors", "ufm_train",
 ]
 
 
@@ -325,6 +334,32 @@ def synthetic_data(V: int, m: int, k: int, n: int | None = None, alpha: float = 
     return NTPData(pi=n_j / n, P=counts / n_j, counts=counts)
 
 
+def dirichlet_entropy_moments(k: int, alpha: float = 1.0) -> tuple[float, float]:
+    """Mean and standard deviation of the entropy H(p) = −Σ_i p_i log p_i of p ~ Dirichlet(α 1_k),
+    in closed form (Wolpert & Wolf 1995, with A = kα, ψ the digamma and ψ₁ the trigamma function):
+
+        E[H] = ψ(A + 1) − ψ(α + 1),
+        E[H²] = k(k − 1) α²/(A(A + 1)) [(ψ(α + 1) − ψ(A + 2))² − ψ₁(A + 2)]
+              + k α(α + 1)/(A(A + 1)) [(ψ(α + 2) − ψ(A + 2))² + ψ₁(α + 2) − ψ₁(A + 2)].
+
+    For α = 1 the mean is Σ_{i=2}^{k} 1/i (1.45 nats for k = 6): the generator of NeurIPS'24
+    App. A.2 as this book reads it (:func:`synthetic_data`)."""
+    from scipy.special import digamma, polygamma
+
+    if not (isinstance(k, (int, np.integer)) and k >= 1) or not (math.isfinite(alpha) and alpha > 0):
+        raise NTPError(f"need an integer k ≥ 1 and α > 0; got k={k!r}, α={alpha!r}")
+    A = k * alpha
+    mean = float(digamma(A + 1) - digamma(alpha + 1))
+    if k == 1:
+        return 0.0, 0.0
+    t1 = polygamma(1, A + 2)
+    cross = alpha ** 2 / (A * (A + 1)) * ((digamma(alpha + 1) - digamma(A + 2)) ** 2 - t1)
+    diag = alpha * (alpha + 1) / (A * (A + 1)) * ((digamma(alpha + 2) - digamma(A + 2)) ** 2
+                                                  + polygamma(1, alpha + 2) - t1)
+    second = k * (k - 1) * cross + k * diag
+    return mean, float(math.sqrt(max(second - mean ** 2, 0.0)))
+
+
 # --------------------------------------------------------------------------------------
 # Entropy, cross-entropy, KL
 # --------------------------------------------------------------------------------------
@@ -544,6 +579,65 @@ def gd_linear(pi, P, Hf, steps: int, eta: float | None = None, n_checkpoints: in
     return res
 
 
+RAY = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 1201)])   # the ρ at which the ray bounds are evaluated
+
+
+def ray_excess(pi, P, base, direction, rhos=RAY) -> np.ndarray:
+    """Σ_j π̂_j KL(p̂_j ‖ softmax(b_j + ρ d_j)) for each ρ of ``rhos``: the excess loss CE − H of
+    the logits B + ρD (V × m each) along a ray, computed directly (not as a difference CE − H)."""
+    pi, P = check_distribution(pi, P)
+    base, direction = np.asarray(base, float), np.asarray(direction, float)
+    if base.shape != P.shape or direction.shape != P.shape:
+        raise NTPError(f"the ray's logits must be V × m = {P.shape}; got {base.shape} and {direction.shape}")
+    rhos = np.asarray(rhos, float)
+    logP = np.log(np.where(P > 0, P, 1.0))
+    out = np.empty(rhos.size)
+    for start in range(0, rhos.size, _CHUNK):
+        r = rhos[start:start + _CHUNK, None, None]
+        logq = scipy.special.log_softmax(base[None] + r * direction[None], axis=1)
+        out[start:start + _CHUNK] = (np.where(P > 0, P * (logP - logq), 0.0).sum(1) * pi).sum(1)
+    return out
+
+
+def _ray_nuclear_norms(base, direction, rhos=RAY) -> np.ndarray:
+    """‖B + ρD‖_* for each ρ of ``rhos`` (batched SVDs)."""
+    rhos = np.asarray(rhos, float)
+    out = np.empty(rhos.size)
+    for start in range(0, rhos.size, _CHUNK):
+        stack = base[None] + rhos[start:start + _CHUNK, None, None] * direction[None]
+        out[start:start + _CHUNK] = np.linalg.svd(stack, compute_uv=False).sum(1)
+    return out
+
+
+_CHUNK = 64     # ρ values evaluated at once along a ray (bounds the memory to 64 logit matrices)
+
+
+def gd_excess_bound(pi, P, Hf, W_star, W_mm, eta: float, ks) -> np.ndarray:
+    """An upper bound on CE(W_k) − H for GD from W_0 = 0 with step η ≤ 1/L_s, at each k of ``ks``.
+
+    W ↦ CE(W Hf) is convex and L_s-smooth (:func:`smoothness`), so for every comparison point W
+    and every k ≥ 1, CE(W_k) − CE(W) ≤ ‖W − W_0‖²/(2ηk) (the descent lemma plus convexity,
+    telescoped; CE(W_k) does not increase). Taking W on the ray W* + ρW^mm, ρ ≥ 0:
+
+        CE(W_k) − H ≤ B_k = min_ρ [ CE((W* + ρW^mm) Hf) − H + ‖W* + ρW^mm‖²/(2ηk) ],
+
+    the minimum taken over the grid :data:`RAY`. This holds for any matrices W*, W^mm; with the
+    true ones (NeurIPS'24 Thm 2) the first term decays like e^{−ρ} and B_k = O(log²k / k). This is
+    the quantitative content of Thm 2 (i) that a finite run can check."""
+    pi, P = check_distribution(pi, P)
+    Hf = np.asarray(Hf, float)
+    Ls = smoothness(pi, Hf)
+    if not 0 < eta <= (1 + 1e-12) / Ls:
+        raise NTPError(f"the bound needs a step η in (0, 1/L_s] with L_s = {Ls:g}; got η = {eta:g}")
+    ks = np.asarray(ks, float)
+    if ks.ndim != 1 or (ks < 1).any():
+        raise NTPError(f"ks must be iteration counts ≥ 1; got {ks!r}")
+    W_star, W_mm = np.asarray(W_star, float), np.asarray(W_mm, float)
+    excess = ray_excess(pi, P, W_star @ Hf, W_mm @ Hf)
+    norms = (W_star ** 2).sum() + 2 * RAY * (W_star * W_mm).sum() + RAY ** 2 * (W_mm ** 2).sum()   # ‖W* + ρW^mm‖²
+    return (excess[:, None] + norms[:, None] / (2 * eta * ks[None, :])).min(0)
+
+
 # --------------------------------------------------------------------------------------
 # Logit space: L*, P_F, the nuclear-norm NTP-SVM (COLM'24)
 # --------------------------------------------------------------------------------------
@@ -629,7 +723,7 @@ def solve_ntp_svm(S, solver: str = "CLARABEL", **opts) -> SVMResult:
     Lv = np.asarray(L.value)
     Lv = Lv - Lv.mean(0, keepdims=True)
     obj = float(np.linalg.svd(Lv, compute_uv=False).sum())
-    return SVMResult(Lv, obj, solver, status, _certified_gap(S, obj, _cvx_dual(S, cons)), svm_violation(S, Lv),
+    return SVMResult(Lv, obj, solver, status, certified_gap(S, obj, _cvx_dual(S, cons)), svm_violation(S, Lv),
                      seconds)
 
 
@@ -648,7 +742,9 @@ def _cvx_dual(S, cons) -> list[np.ndarray]:
     return [Y, Y2, -Y, -Y2]
 
 
-def _certified_gap(S, primal: float, candidates) -> float:
+def certified_gap(S, primal: float, candidates) -> float:
+    """The relative duality gap (primal − bound)/max(1, |primal|), clipped at 0, certified by the best
+    lower bound :func:`svm_dual_bound` gives over the candidate dual matrices."""
     bound = max(svm_dual_bound(S, Y) for Y in candidates)
     return float(max(0.0, primal - bound) / max(1.0, abs(primal)))
 
@@ -663,12 +759,13 @@ def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1
                         L0=None) -> SVMResult:
     """The nuclear-norm NTP-SVM by ADMM on the split L = X: min ‖X‖_* + ι_C(L), C the
     (column-separable) constraint set. X-step: singular-value thresholding; L-step: the exact
-    projection onto C, column by column (:func:`_project_C`); ρ adapted by residual balancing
+    projection onto C, column by column (:func:`project_svm_constraints`); ρ adapted by residual balancing
     (Boyd et al. 2011, §3.4.1). Every ``check_every`` iterations the projection of X onto C (a
     feasible point) is compared with the dual bound certified from the multiplier ρU
     (:func:`svm_dual_bound`); the solver stops when that certified relative gap is ≤ ``tol``
     and raises SolverError if it is not reached in ``iters`` iterations."""
     S = _check_support(S)
+    Sb = S > 0
     t0 = time.perf_counter()
     V, m = S.shape
     if (S.sum(0) == V).all():
@@ -677,7 +774,7 @@ def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1
     U = np.zeros((V, m))
     gap = float("inf")
     for it in range(1, iters + 1):
-        Lc = _project_C(S, X - U)
+        Lc = _project_columns(Sb, X - U)
         u, s, vt = np.linalg.svd(Lc + U, full_matrices=False)
         Xn = (u * np.maximum(s - 1.0 / rho, 0.0)) @ vt
         r = np.linalg.norm(Lc - Xn)
@@ -685,10 +782,10 @@ def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1
         X = Xn
         U += Lc - X
         if it % check_every == 0:
-            feas = _project_C(S, X)
+            feas = _project_columns(Sb, X)
             feas -= feas.mean(0, keepdims=True)
             obj = float(np.linalg.svd(feas, compute_uv=False).sum())
-            gap = _certified_gap(S, obj, [rho * U, -rho * U])
+            gap = certified_gap(S, obj, [rho * U, -rho * U])
             if gap <= tol:
                 return SVMResult(feas, obj, "ADMM", "optimal", gap, svm_violation(S, feas), time.perf_counter() - t0)
         if it % 20 == 0 and (r > 10 * sd or sd > 10 * r):   # residual balancing
@@ -699,14 +796,22 @@ def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1
                       f"iterations (last gap {gap:.2e})")
 
 
-def _project_C(S, Y) -> np.ndarray:
-    """Euclidean projection of each column y onto {l : l_z = a (z ∈ S_j), l_v ≤ a − 1 (v ∉ S_j)}.
-    For a fixed a the best l is a on S_j and min(y_v, a − 1) off it; the cost
+def project_svm_constraints(S, Y) -> np.ndarray:
+    """The Euclidean projection of Y (V × m) onto the NTP-SVM's constraint set C, column by
+    column: y onto {l : l_z = a for z ∈ S_j, l_v ≤ a − 1 for v ∉ S_j, some a ∈ R}. For a
+    fixed a the best l is a on S_j and min(y_v, a − 1) off it; the cost
     Σ_{S_j}(y_z − a)² + Σ_{v∉S_j} max(0, y_v + 1 − a)² is convex piecewise quadratic in a. With
     the t largest shifted off values u = y_v + 1 active, its minimiser is (Σ_{S_j} y + Σ_top-t u)/(k + t),
     valid when it lies between the t-th and (t+1)-th largest u: all columns at once."""
-    S = np.asarray(S) > 0
+    S = _check_support(S)
     Y = np.asarray(Y, float)
+    if Y.shape != S.shape:
+        raise NTPError(f"Y must have the shape of S, {S.shape}; got {Y.shape}")
+    return _project_columns(S > 0, Y)
+
+
+def _project_columns(S, Y) -> np.ndarray:
+    """:func:`project_svm_constraints` without the input checks (S boolean), for the ADMM loop."""
     V, m = Y.shape
     k = S.sum(0)
     n_off = V - k
@@ -730,7 +835,7 @@ def _project_C(S, Y) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 def ufm_logits(pi, P, lam: float, solver: str = "CLARABEL", **opts) -> tuple[np.ndarray, dict]:
-    """L_λ = argmin_L CE(L) + 2λ‖L‖_* (the UFM with d ≥ V in logit space; the factor 2 is
+    """L_λ = argmin_L CE(L) + 2λ‖L‖_* (the UFM with d ≥ V − 1 in logit space; the factor 2 is
     min_{WH=L}(‖W‖²+‖H‖²) = 2‖L‖_*), solved with cvxpy (exponential cones and an SDP).
     Returns (L_λ, info with status, objective, seconds). λ must be > 0."""
     import cvxpy as cp
@@ -746,6 +851,28 @@ def ufm_logits(pi, P, lam: float, solver: str = "CLARABEL", **opts) -> tuple[np.
     Lv = np.asarray(L.value)
     Lv = Lv - Lv.mean(0, keepdims=True)          # CE is shift-invariant per column; centring lowers ‖L‖_*
     return Lv, {"status": status, "objective": float(prob.value), "seconds": seconds}
+
+
+def path_excess_bound(pi, P, L_star, L_mm, lambdas) -> np.ndarray:
+    """An upper bound on CE(L_λ) − H for the minimiser L_λ of CE(L) + 2λ‖L‖_*, at each λ.
+
+    L_λ is at least as good as every point L* + ρL^mm of the ray, and 2λ‖L_λ‖_* ≥ 0, so
+
+        CE(L_λ) − H ≤ B(λ) = min_ρ [ CE(L* + ρL^mm) − H + 2λ‖L* + ρL^mm‖_* ],
+
+    the minimum taken over the grid :data:`RAY`. With the true L* and L^mm (equal logits on each
+    support, a margin of one off it) the first term is at most c e^{−ρ}, c = Σ_j π̂_j (V − |S_j|)
+    e^{mean_{S_j} log p̂_j} ≤ V − 1, and ρ = ln(c/(2λ‖L^mm‖_*)) gives
+    B(λ) ≤ 2λ(‖L*‖_* + ‖L^mm‖_*(1 + ln(c/(2λ‖L^mm‖_*)))) = O(λ log 1/λ): the rate behind
+    COLM'24 Thm (i), as a bound. Holds for any matrices L*, L^mm given; only L_λ must be optimal."""
+    pi, P = check_distribution(pi, P)
+    L_star, L_mm = np.asarray(L_star, float), np.asarray(L_mm, float)
+    lams = np.atleast_1d(np.asarray(lambdas, float))
+    if (lams <= 0).any() or not np.isfinite(lams).all():
+        raise NTPError(f"every λ must be a positive number; got {lambdas!r}")
+    excess = ray_excess(pi, P, L_star, L_mm)
+    nuc = _ray_nuclear_norms(L_star, L_mm)
+    return (excess[:, None] + 2 * lams[None, :] * nuc[:, None]).min(0)
 
 
 def ufm_path(pi, P, lambdas: Sequence[float], d: int | None = None, max_iter: int = 20000, seed: int = 0) -> list[dict]:
@@ -777,6 +904,7 @@ def ufm_path(pi, P, lambdas: Sequence[float], d: int | None = None, max_iter: in
 
 
 def ufm_objective(pi, P, L, lam: float) -> float:
+    """CE(L) + 2λ‖L‖_*: the UFM's objective in logit space (slide "Logit-space relaxation", which writes λ for 2λ)."""
     return cross_entropy(pi, P, L) + 2 * lam * float(np.linalg.svd(L, compute_uv=False).sum())
 
 
@@ -849,104 +977,3 @@ def _run_ufm(optimizer, W, H, loss_fn, losses, steps, lr, weight_decay):
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
-
-
-# --------------------------------------------------------------------------------------
-# Geometry read-outs
-# --------------------------------------------------------------------------------------
-
-def cosine_matrix(X, center: bool = False) -> np.ndarray:
-    """Cosine similarities between the rows of X (n × d); rows of zero norm give 0.
-    With center, the mean row is subtracted first."""
-    X = np.asarray(X, float)
-    if center:
-        X = X - X.mean(0, keepdims=True)
-    n = np.linalg.norm(X, axis=1, keepdims=True)
-    Y = X / np.where(n > 0, n, 1.0)
-    return Y @ Y.T
-
-
-def offdiag_corr(A, B) -> float:
-    """Pearson correlation of the strictly upper-triangular entries of two square matrices."""
-    A, B = np.asarray(A, float), np.asarray(B, float)
-    iu = np.triu_indices(A.shape[0], 1)
-    a, b = A[iu], B[iu]
-    if a.std() == 0 or b.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-def permutation_null(A, B, n_perm: int = 1000, seed: int = 0) -> np.ndarray:
-    """Null distribution of offdiag_corr(A, Π B Πᵀ) over random relabellings Π (B's items
-    assigned to A's at random): the correlation expected when B's geometry is unrelated to
-    which item is which."""
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_perm)
-    for i in range(n_perm):
-        p = rng.permutation(A.shape[0])
-        out[i] = offdiag_corr(A, np.asarray(B)[np.ix_(p, p)])
-    return out
-
-
-def effective_rank(L, share: float = 0.99) -> int:
-    """The number of singular values needed to hold ``share`` of Σσ_i² (the energy)."""
-    s = np.linalg.svd(np.asarray(L, float), compute_uv=False)
-    e = np.cumsum(s ** 2) / (s ** 2).sum()
-    return int(np.searchsorted(e, share) + 1)
-
-
-# --------------------------------------------------------------------------------------
-# A transformer trained on the same contexts (the talk's "Experiment")
-# --------------------------------------------------------------------------------------
-
-def train_transformer(data: NTPData, hidden: int, layers: int, steps: int, lr: float = 1e-3,
-                      weight_decay: float = 0.01, heads: int = 4, seed: int = 0, device: str = "cpu") -> dict:
-    """A GPT-NeoX (the book's :class:`lib.conditional_models.TransformerModel`) reading the T
-    context tokens and predicting the next, trained full-batch with AdamW on the exact NTP loss
-    CE = −Σ_j π̂_j Σ_z p̂_{j,z} log p(z | x_j). Returns the context embeddings H (d × m; the final
-    hidden state at the last position, after the last layer norm), the word embeddings W
-    (V × d; the unembedding), the logits L = WH (V × m), the loss curve and the seconds."""
-    import torch
-
-    from .conditional_models import TransformerModel
-
-    if data.contexts is None:
-        raise NTPError("a transformer needs the contexts' tokens (data from extract_contexts)")
-    torch.manual_seed(seed)
-    model = TransformerModel(data.contexts, data.V, hidden=hidden, layers=layers, heads=heads).to(device)
-    Pt = torch.as_tensor(data.P.T, dtype=torch.float32, device=device)
-    pit = torch.as_tensor(data.pi, dtype=torch.float32, device=device)
-    rows = torch.arange(data.m, device=device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    losses = np.empty(steps)
-    t0 = time.perf_counter()
-    with torch_threads(1):
-        _adamw_loop(model, opt, rows, Pt, pit, losses, steps)
-    seconds = time.perf_counter() - t0
-    return _readout(model, data, rows, losses, seconds)
-
-
-def _adamw_loop(model, opt, rows, Pt, pit, losses, steps):
-    for s in range(steps):
-        opt.zero_grad()
-        loss = -(pit * (Pt * model(rows)).sum(1)).sum()
-        loss.backward()
-        opt.step()
-        losses[s] = float(loss.detach())
-
-
-def _readout(model, data, rows, losses, seconds):
-    import torch
-
-    model.eval()
-    with torch.no_grad():
-        ids = model.history_tokens[rows]
-        h = model.lm.gpt_neox(input_ids=ids, use_cache=False).last_hidden_state[:, -1, :]
-        W = model.lm.get_output_embeddings().weight
-        logits = model.lm(input_ids=ids, use_cache=False).logits[:, -1, :]
-        H = h.double().T.cpu().numpy()
-        Wn = W.double().cpu().numpy()
-        check = float((logits.double() - (h.double() @ W.double().T)).abs().max())
-    L = Wn @ H
-    return {"H": H, "W": Wn, "L": L, "losses": losses, "seconds": np.array(seconds),
-            "readout_error": np.array(check), "final_ce": np.array(cross_entropy(data.pi, data.P, L))}

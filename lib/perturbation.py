@@ -274,3 +274,53 @@ def planted_noise_study(k: int, l: int, etas, seed: int = 0, h: float = 1e-3, **
                              cols["viol"], float(pert.gap[a]), first_crossing(pert, a), float(pert.dsigma[a]),
                              float(pert.d2sigma[a])))
     return out
+
+
+@dataclass
+class NoiseOrders:
+    """:func:`noise_order_study` over the planted modes of several languages.
+
+    ``slopes``: per mode, the fitted log-log orders of |σ − first order|, |σ − second order| and of the
+    first-order vector error (predicted: 2, 3 and 2), fitted for η ≤ min(``fit_max``, η_×/20);
+    ``sigma_order_deviation`` = max |order − predicted| over the two σ fits, ``vector_order_deviation``
+    the same for the vectors; ``wedin_max_ratio``: the largest measured rotation over Wedin's bound;
+    ``violation_minus_eta``: max |Def. 5.5 violation − η|; ``breakdown_ratios``: per mode, the η where
+    the overlap first falls below 0.9 over the first-order crossing η_×; ``overlap_at_break``: the
+    first-order overlap there, per mode that breaks."""
+
+    slopes: np.ndarray
+    sigma_order_deviation: float
+    vector_order_deviation: float
+    wedin_max_ratio: float
+    violation_minus_eta: float
+    breakdown_ratios: np.ndarray
+    overlap_at_break: list
+
+    def near_crossing(self, within: float = 0.15) -> int:
+        """How many modes break within ``within`` (relative) of their first-order crossing."""
+        return int(np.sum(np.abs(self.breakdown_ratios - 1) <= within))
+
+
+def noise_order_study(modes, etas, fit_max: float = 1e-2, crossing_fraction: float = 20.0,
+                      break_level: float = 0.9) -> NoiseOrders:
+    """Fit the orders of the perturbation errors of every ``NoisyMode`` in ``modes`` (from
+    :func:`planted_noise_study`, one grid ``etas``) well inside the expansion's range, which ends
+    near the first crossing η_× (η ≤ min(fit_max, η_×/crossing_fraction)), and compare each mode's
+    rotation with Wedin's bound and its break-down with the crossing."""
+    etas = np.asarray(etas, dtype=np.float64)
+    slopes, wedin, violation, ratios, at_break = [], 0.0, 0.0, [], []
+    for m in modes:
+        small = etas <= min(fit_max, m.crossing / crossing_fraction)
+        slopes.append((loglog_slope(etas[small], np.abs(m.sigma - m.sigma_first)[small]),
+                       loglog_slope(etas[small], np.abs(m.sigma - m.sigma_second)[small]),
+                       loglog_slope(etas[small], m.vector_error_first[small])))
+        ok = np.isfinite(m.wedin_bound)
+        wedin = max(wedin, float(np.max(m.wedin_measured[ok] / m.wedin_bound[ok])))
+        violation = max(violation, float(np.max(np.abs(m.violation - etas))))
+        hit = np.flatnonzero(m.overlap < break_level)
+        if hit.size:
+            at_break.append(float(m.overlap_first[hit[0]]))
+        ratios.append(m.breakdown(break_level) / m.crossing)
+    slopes = np.array(slopes)
+    return NoiseOrders(slopes, float(max(np.max(np.abs(slopes[:, 0] - 2)), np.max(np.abs(slopes[:, 1] - 3)))),
+                       float(np.max(np.abs(slopes[:, 2] - 2))), wedin, violation, np.array(ratios), at_break)

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lib.book.standins import build, hub_resources  # noqa: E402
+from lib.text.corpus import load_corpus  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -34,7 +35,8 @@ def main(argv=None) -> int:
         return 0
     if args.out is None:
         ap.error("--out is required (the hub cache folder to write)")
-    summary = build(args.out, vocab_size=args.vocab_size, dataset_mb=args.dataset_mb)
+    summary = build(args.out, vocab_size=args.vocab_size, dataset_mb=args.dataset_mb,
+                    documents=load_corpus("default").documents)
     print(json.dumps(summary, indent=1))
     print(f"use it with: HF_HUB_CACHE={args.out} HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1", file=sys.stderr)
     return 0

@@ -1,22 +1,37 @@
-"""Screenshots of every page of the built book, as a reader's browser shows them.
+"""Screenshots of every page of the built book, as a reader's browser shows them, and what overflows.
 
-    python scripts/screenshots.py [--width 1400] [--height 9000] [--out _build/screenshots]
+    python scripts/screenshots.py [--width 1400] [--out _build/screenshots] [--html _build/html] [PAGE ...]
 
 Needs the built HTML (`make book`) and a headless Chromium (Debian/Ubuntu: `apt-get install
-chromium`; or set $CHROMIUM to any Chrome/Chromium binary). Each page of _toc.yml is opened
-from disk with no network, given time for MathJax to typeset, and saved as
-<out>/<page>.png at the given width; the window is tall so that most pages fit whole. The
-pages load nothing from the network (MathJax is served from the build), so what the
-screenshots show is what an offline reader sees: rendered formulas, the report's verdicts,
-the figures at page width.
+chromium`; or set $CHROMIUM to any Chrome/Chromium binary). It is a check a person runs, not a
+test: nothing in `make test` needs a browser.
+
+Each page of _toc.yml (or each PAGE given, e.g. `chapters/modes`) is opened from disk with no
+network, in a window `--width` CSS pixels wide, given time for MathJax to typeset, and saved whole
+as <out>/<page>.png: the script measures the page's height first and captures all of it, however
+tall (the browser is driven through its DevTools protocol by a small websocket client below, so
+nothing beyond the standard library is needed). In the same page it measures, with JavaScript,
+every table, every display equation (MathJax), every code output and every figure whose content
+is wider than the space the article column gives it (scrollWidth above the column's or its own
+clientWidth), and writes them to <out>/overflow.json, one list per page; each entry names the
+element, its width and the column's, and the start of its text. Pages with overflowing elements
+are listed on the terminal. The pages load nothing from the network (MathJax is served from the
+build), so the screenshots show what an offline reader sees.
 """
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -24,6 +39,49 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lib.book.pages import HTML_DIR, toc_files  # noqa: E402
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome", "chromium-headless-shell")
+TILE_PX = 8000  # a screenshot is captured in tiles of at most this height and stitched (GPU texture limits)
+
+# What overflows the article column, measured in the page. An element overflows when its content is
+# wider than the box the page gives it (scrollWidth > clientWidth: it scrolls or is cut), or when its
+# right edge passes the right edge of the article column.
+MEASURE_JS = r"""
+(() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const box = article.getBoundingClientRect(), pad = getComputedStyle(article);
+  const column = {left: box.left + parseFloat(pad.paddingLeft), right: box.right - parseFloat(pad.paddingRight)};
+  column.width = column.right - column.left;  // the content box: the column text and figures are set in
+  const out = [];
+  const seen = new Set();
+  const kinds = [
+    ['table', 'table'],
+    ['equation', 'mjx-container[display="true"], div.math'],
+    ['output', 'div.output pre, div.cell_output pre, .output_area pre'],
+    ['figure', 'img'],
+  ];
+  for (const [kind, selector] of kinds) {
+    for (const el of document.querySelectorAll(selector)) {
+      if (seen.has(el) || !el.offsetParent) continue;
+      seen.add(el);
+      const rect = el.getBoundingClientRect();
+      const inner = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== 'inline';
+      const past = rect.right > column.right + 1;
+      const content = Math.max(el.scrollWidth, rect.width);
+      if (inner || past) {
+        out.push({kind, width_px: Math.round(content), visible_px: Math.round(Math.min(el.clientWidth || rect.width,
+                  column.right - rect.left)), column_px: Math.round(column.width),
+                  text: (el.innerText || el.getAttribute('alt') || '').replace(/\s+/g, ' ').trim().slice(0, 80)});
+      }
+    }
+  }
+  const style = (sel) => { const el = document.querySelector(sel); if (!el) return null;
+    const s = getComputedStyle(el); return {font_size: s.fontSize, font_family: s.fontFamily,
+    padding: s.paddingLeft + ' ' + s.paddingRight}; };
+  return {overflows: out, column_px: Math.round(column.width),
+          fonts: {body: style('article p'), table_cell: style('article td'), table_header: style('article th'),
+                  output: style('div.cell_output pre, div.output pre')},
+          height_px: Math.ceil(document.documentElement.scrollHeight)};
+})()
+"""
 
 
 def chromium() -> str:
@@ -34,32 +92,179 @@ def chromium() -> str:
     return found
 
 
-def screenshot(browser: str, page: Path, png: Path, width: int, height: int, wait_ms: int) -> None:
+class DevTools:
+    """A minimal client of Chromium's DevTools protocol over one websocket (RFC 6455, client side:
+    masked text frames out, unmasked frames in, continuation frames joined)."""
+
+    def __init__(self, url: str, timeout: float = 120.0):
+        host_port, path = url.removeprefix("ws://").split("/", 1)
+        host, port = host_port.split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET /{path} HTTP/1.1\r\nHost: {host_port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                          .encode())
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += self.sock.recv(4096)
+        if b" 101 " not in reply.split(b"\r\n", 1)[0]:
+            raise RuntimeError(f"screenshots: the browser refused the websocket: {reply[:200]!r}")
+        self.buffer = reply.split(b"\r\n\r\n", 1)[1]
+        self.next_id = 0
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("screenshots: the browser closed the connection")
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def _frame(self) -> tuple[int, bool, bytes]:
+        b0, b1 = self._read(2)
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack(">H", self._read(2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", self._read(8))[0]
+        mask = self._read(4) if b1 & 0x80 else None
+        payload = self._read(n)
+        if mask:
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        return b0 & 0x0F, bool(b0 & 0x80), payload
+
+    def _message(self) -> dict:
+        parts, opcode = [], None
+        while True:
+            op, fin, payload = self._frame()
+            if op == 0x9:  # ping
+                continue
+            if op == 0x8:
+                raise ConnectionError("screenshots: the browser closed the websocket")
+            opcode = opcode or op
+            parts.append(payload)
+            if fin:
+                return json.loads(b"".join(parts).decode())
+
+    def send(self, method: str, **params) -> dict:
+        """Call ``method`` and return its result (events that arrive meanwhile are skipped)."""
+        self.next_id += 1
+        data = json.dumps({"id": self.next_id, "method": method, "params": params}).encode()
+        header = bytes([0x81]) + (bytes([0x80 | len(data)]) if len(data) < 126 else
+                                  bytes([0x80 | 126]) + struct.pack(">H", len(data)) if len(data) < 1 << 16 else
+                                  bytes([0x80 | 127]) + struct.pack(">Q", len(data)))
+        mask = os.urandom(4)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+        while True:
+            message = self._message()
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"screenshots: {method} failed: {message['error']}")
+                return message.get("result", {})
+
+    def evaluate(self, expression: str, await_promise: bool = False):
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=await_promise)
+        return result.get("result", {}).get("value")
+
+
+def start_browser(binary: str, width: int, profile: Path) -> tuple[subprocess.Popen, str]:
+    """Start a headless Chromium with a DevTools port; return the process and its page's websocket URL."""
+    proc = subprocess.Popen([binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                             "--no-first-run", "--disable-background-networking", "--remote-debugging-port=0",
+                             f"--user-data-dir={profile}", f"--window-size={width},1000", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    port = None
+    while time.time() < deadline and port is None:
+        line = proc.stderr.readline()
+        if "DevTools listening on ws://" in line:
+            port = line.split("ws://", 1)[1].split("/", 1)[0].split(":")[1]
+        elif not line and proc.poll() is not None:
+            break
+    if port is None:
+        proc.kill()
+        raise RuntimeError("screenshots: Chromium did not open its DevTools port")
+    for _ in range(100):
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        pages = [t for t in targets if t.get("type") == "page"]
+        if pages:
+            return proc, pages[0]["webSocketDebuggerUrl"]
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("screenshots: Chromium opened no page")
+
+
+def open_page(tab: DevTools, page: Path, width: int, wait_ms: int) -> dict:
+    """Load ``page``, wait for MathJax, and measure it (:data:`MEASURE_JS`)."""
+    tab.send("Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
+    tab.send("Page.navigate", url=page.resolve().as_uri())
+    deadline = time.time() + wait_ms / 1000
+    while time.time() < deadline and tab.evaluate("document.readyState") != "complete":
+        time.sleep(0.1)
+    tab.evaluate("(window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve()",
+                 await_promise=True)
+    tab.evaluate("document.fonts ? document.fonts.ready.then(() => true) : true", await_promise=True)
+    return tab.evaluate(MEASURE_JS)
+
+
+def capture(tab: DevTools, png: Path, width: int, height: int) -> None:
+    """The whole page as one PNG: captured in tiles of at most TILE_PX and stitched."""
+    from PIL import Image
+
     png.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-           "--disable-background-networking", f"--window-size={width},{height}",
-           f"--virtual-time-budget={wait_ms}", f"--screenshot={png}", page.resolve().as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    if proc.returncode != 0 or not png.is_file():
-        raise RuntimeError(f"screenshots: Chromium failed on {page}: {proc.stderr[-2000:]}")
+    tiles = []
+    for top in range(0, height, TILE_PX):
+        h = min(TILE_PX, height - top)
+        shot = tab.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                        clip={"x": 0, "y": top, "width": width, "height": h, "scale": 1})
+        with tempfile.NamedTemporaryFile(suffix=".png") as f:
+            f.write(base64.b64decode(shot["data"]))
+            f.flush()
+            tiles.append(Image.open(f.name).convert("RGB"))
+    whole = Image.new("RGB", (width, height), "white")
+    for i, tile in enumerate(tiles):
+        whole.paste(tile, (0, i * TILE_PX))
+    whole.save(png)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("pages", nargs="*", help="toc entries to take (default: every page of _toc.yml)")
     ap.add_argument("--width", type=int, default=1400, help="window width in CSS pixels (default 1400)")
-    ap.add_argument("--height", type=int, default=9000, help="window height (default 9000: most pages whole)")
-    ap.add_argument("--wait-ms", type=int, default=15000, help="virtual time for scripts (MathJax) to finish")
+    ap.add_argument("--wait-ms", type=int, default=30000, help="longest wait for a page to load (ms)")
+    ap.add_argument("--html", type=Path, default=HTML_DIR, help="the built HTML (default _build/html)")
     ap.add_argument("--out", type=Path, default=HTML_DIR.parent / "screenshots", help="folder for the PNGs")
     args = ap.parse_args(argv)
-    pages = [(entry, HTML_DIR / f"{entry}.html") for entry in toc_files()]
+    entries = args.pages or toc_files()
+    pages = [(entry, args.html / f"{entry}.html") for entry in entries]
     missing = [str(p) for _, p in pages if not p.is_file()]
     if missing:
         raise SystemExit("screenshots: build the book first (make book); missing: " + ", ".join(missing))
-    browser = chromium()
-    for entry, page in pages:
-        png = args.out / f"{entry}.png"
-        screenshot(browser, page, png, args.width, args.height, args.wait_ms)
-        print(f"{png}")
+    report = {}
+    with tempfile.TemporaryDirectory() as profile:
+        proc, url = start_browser(chromium(), args.width, Path(profile))
+        try:
+            tab = DevTools(url)
+            tab.send("Page.enable")
+            for entry, page in pages:
+                measured = open_page(tab, page, args.width, args.wait_ms)
+                png = args.out / f"{entry}.png"
+                capture(tab, png, args.width, measured["height_px"])
+                report[entry] = measured
+                over = measured["overflows"]
+                print(f"{png} ({measured['height_px']} px tall)" +
+                      (f": {len(over)} element(s) wider than the {measured['column_px']} px column" if over else ""))
+                for item in over:
+                    print(f"    {item['kind']} {item['width_px']} px: {item['text'][:60]}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "overflow.json").write_text(json.dumps({e: m["overflows"] for e, m in report.items()}, indent=1,
+                                                       ensure_ascii=False))
+    (args.out / "fonts.json").write_text(json.dumps({e: {"column_px": m["column_px"], **m["fonts"]}
+                                                     for e, m in report.items()}, indent=1))
     return 0
 
 

@@ -450,3 +450,62 @@ def test_patterns_beat_the_shuffled_null_and_iid_text_does_not():
         em.shuffled_null(text, [0], 30, orders, (2, 1), 0)
     with pytest.raises(ValueError, match="sweep_order"):
         em.shuffled_null(text, [0], 30, orders, (3, 1), 1)
+
+
+def test_planted_orders_problem_names_the_first_order_whose_joint_is_too_large():
+    """Both ways: k + l = 4 passes (the largest dense planted joint), 5 is refused with its index;
+    the bound agrees with the planted alphabet it is derived from (4 + 7k + 4l tokens)."""
+    from lib.empirical_modes import PLANTED_COLLECTIVE, planted_orders_problem
+    from lib.languages import DENSE_LIMIT, planted_language
+
+    assert planted_orders_problem([[1, 1], [3, 1], [2, 2], [1, 3]]) is None
+    assert planted_orders_problem([[1, 1], [3, 2]]).startswith("item [1] = [3, 2]: k + l = 5 is above 4")
+    assert "item [0]" in planted_orders_problem([[1, 4]])
+    for k, l in [(3, 1), (2, 2), (1, 3), (3, 2), (4, 1)]:
+        size = planted_language(k, l, 4, (0.06, 0.03), PLANTED_COLLECTIVE, rng=0).alphabet_size
+        assert size == 4 + 7 * k + 4 * l
+        assert (size ** (k + l) <= DENSE_LIMIT) == (planted_orders_problem([[k, l]]) is None), (k, l)
+
+
+def test_require_sweep_order_refuses_an_order_that_is_not_computed():
+    import pytest
+
+    from lib.book.parameters import ParameterError
+    from lib.empirical_modes import require_sweep_order
+
+    require_sweep_order([[1, 1, 5], [2, 1, 10]], [2, 1])
+    with pytest.raises(ParameterError, match=r"parameter 'sweep_order'.*\[\[1, 1\], \[2, 1\]\]; got \[1, 2\]"):
+        require_sweep_order([[1, 1, 5], [2, 1, 10]], [1, 2])
+
+
+def test_planted_lemma_summary_takes_the_largest_error_per_order_and_kind():
+    from lib.empirical_modes import planted_lemma_summary
+
+    def row(k, kind, s, v, own, other):
+        return dict(k=k, l=1, kind=kind, sigma_error=s, vector_error=v, own_propensity_error=own,
+                    other_propensity_max=other)
+
+    rows = [row(1, "absolute", 1e-16, 2e-16, 0, 1e-17), row(1, "absolute", 3e-16, 1e-16, 4e-16, 0),
+            row(1, "collective", 5e-16, 0, 0, 0), row(2, "absolute", 1e-15, 0, 0, 2e-15)]
+    out = planted_lemma_summary(rows)
+    assert [(r["(k, l)"], r["bigram"], r["checked"]) for r in out] == [((1, 1), "absolute", 2), ((1, 1), "collective", 1),
+                                                                       ((2, 1), "absolute", 1)]
+    assert (out[0]["σ error"], out[0]["vector error"], out[0]["own propensity"], out[0]["other propensities"]) == \
+        (3e-16, 2e-16, 4e-16, 1e-17)
+    assert out[2]["other propensities"] == 2e-15
+
+
+def test_order_tables_read_each_analysis():
+    from types import SimpleNamespace as NS
+
+    from lib.empirical_modes import counting_rows, overlap_rows, svd_rows
+
+    counts = NS(min_x_count=5, n_x_seen=1234, shape=(1000, 20), counts=NS(nnz=4321), kept_fraction=0.75)
+    modes = NS(method="lanczos", sigma=np.array([0.9, 0.1]), seconds=1.234, bigram_overlaps=lambda: np.array([0.5, 0.8, 1.0]))
+    A = NS(k=2, l=1, counts=counts, P=modes, M=modes, count_seconds=0.123)
+    assert counting_rows({(2, 1): A}) == [{"(k, l)": (2, 1), "threshold t": 5, "histories seen": 1234,
+                                           "kept x × y": "1,000 × 20", "non-zeros": 4321, "windows kept": 0.75}]
+    assert svd_rows({(2, 1): A}) == [{"(k, l)": (2, 1), "SVD (rule)": "lanczos", "σ₁ of P": 0.9, "σ₁ of M": 0.9,
+                                      "count (s)": 0.12, "SVD of P (s)": 1.2, "SVD of M (s)": 1.2}]
+    row = overlap_rows({(2, 1): A})[0]
+    assert row["M: median overlap"] == 0.8 and row["M: share ≥ 0.7"] == pytest.approx(2 / 3)

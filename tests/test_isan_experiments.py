@@ -409,3 +409,33 @@ def test_parity_budget_comparison_and_support_claim_both_ways():
     # for a budget below 2^n/(1−p)
     m = 100
     assert not _decide("isan.c13-budget-support", 0.0 - max(0.0, 1 - m * 0.9 / 2 ** 10))
+
+
+def test_configurations_problem_holds_the_exact_enumeration_limit_both_ways():
+    from lib.isan import MAX_STRINGS
+    from lib.isan_experiments import configurations_problem
+
+    assert configurations_problem([[2, 2, 24], [3, 4, 12], [1, 2, 1]]) is None  # 2^24 and 4^12 = 2^24: at the limit
+    assert configurations_problem([[2, 2, 25]]).startswith("item [0] = [2, 2, 25]: |Σ|^T = 2^25 strings is above 2^24")
+    assert "item [1]" in configurations_problem([[2, 3, 5], [2, 3, 16]])  # 3^16 > 2^24 >= 3^15
+    assert configurations_problem([[2, 3, 15]]) is None and 3 ** 15 <= MAX_STRINGS < 3 ** 16
+    assert configurations_problem([[2, 1, 3]]).endswith("an alphabet has at least 2 tokens")
+
+
+def test_parity_hardness_fits_the_counting_slope_and_lists_each_learner():
+    import numpy as np
+    import pytest
+
+    from lib.isan_experiments import parity_hardness, samples_needed
+
+    study = parity_hardness([2, 4], [2], repeats=2, p=0.1, seed=0, max_samples=4096, compare_n=6, compare_eps=0.3)
+    assert study.need_counting == samples_needed(study.samples, "empirical_tv", 0.1)
+    ns = study.fitted_ns
+    assert ns == [2, 4]
+    assert study.counting_slope == pytest.approx(np.polyfit(ns, np.log2([study.need_counting[n] for n in ns]), 1)[0])
+    assert study.counting_log2_at(4) == pytest.approx(np.log2(study.need_counting[4]))
+    assert study.counting_log2_at(6) == pytest.approx(np.log2(study.need_counting[4]) + 2 * study.counting_slope)
+    rows = study.rows()
+    assert [r["n"] for r in rows] == [2, 4, 6] and rows[-1]["queries"] == study.budget["queries"]
+    assert rows[0]["queries"] == study.queries[0]["queries"] and rows[1]["queries"] is None
+    assert [r["MLE: candidates"] for r in rows] == [4, 16, 64]

@@ -12,6 +12,15 @@ import torch
 from lib import known_llc, llc
 from lib.known_llc import squared_error
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Models of a few parameters: more intra-op threads only add synchronisation (and spin on a shared CPU)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 SMALL = dict(nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8, draws=300, burn_in=100, batch_size=50, seed=0,
              device="cpu", progress=False)
 
@@ -167,17 +176,62 @@ def test_ess_and_rhat_both_ways():
     assert llc.split_rhat(drifting) > 1.1
 
 
-def test_extrapolate_eps():
-    class R:  # a stand-in with the fields extrapolate_eps reads
-        def __init__(self, eps, value):
-            self.settings, self.llc, self.se = {"eps": eps}, value, 0.01
+def _fake(eps, per_chain, seed=0, se=None):
+    """An LLCResult holding only what the extrapolations read (per-chain estimates at one ε)."""
+    per_chain = np.asarray(per_chain, dtype=float)
+    good = per_chain[np.isfinite(per_chain)]
+    se = float(good.std(ddof=1) / np.sqrt(len(good))) if se is None else se
+    return llc.LLCResult(llc=float(good.mean()), se=se, per_chain=per_chain, loss=np.zeros((len(per_chain), 1)),
+                         init_loss=0.0, nbeta=1.0, diagnostics={"divergent": []},
+                         settings={"eps": eps, "seed": seed, "chains": len(per_chain)})
 
-    value, se = llc.extrapolate_eps([R(0.2, 3.0 + 0.2 * 5), R(0.1, 3.0 + 0.1 * 5), R(0.05, 3.0 + 0.05 * 5)])
-    assert value == pytest.approx(3.0) and se > 0
+
+def test_extrapolate_eps_independent_runs_closed_form():
+    """Independent runs (different seeds): the weighted line's intercept and its s.e. by the normal equations
+    written out by hand, Var(intercept) = Σwε² / (Σw Σwε² − (Σwε)²); the slope's s.e. differs."""
+    eps, ys, ses = np.array([0.2, 0.1, 0.05]), np.array([3.9, 3.5, 3.2]), np.array([0.05, 0.08, 0.12])
+    runs = [_fake(e, [y - 1, y + 1], seed=k, se=s) for k, (e, y, s) in enumerate(zip(eps, ys, ses))]
+    value, se = llc.extrapolate_eps(runs)
+    w = 1 / ses ** 2
+    det = w.sum() * (w * eps ** 2).sum() - (w * eps).sum() ** 2
+    slope = (w.sum() * (w * eps * ys).sum() - (w * eps).sum() * (w * ys).sum()) / det
+    intercept = ((w * ys).sum() - slope * (w * eps).sum()) / w.sum()
+    assert value == pytest.approx(intercept, rel=1e-12)
+    assert se == pytest.approx(np.sqrt((w * eps ** 2).sum() / det), rel=1e-12)
+    assert se != pytest.approx(np.sqrt(w.sum() / det), rel=1e-3)  # the slope's s.e.
+    # two points: the line through them, s.e. sqrt(ε₂²s₁² + ε₁²s₂²) / (ε₁ − ε₂)
+    value, se = llc.extrapolate_eps(runs[:2])
+    assert value == pytest.approx((0.2 * 3.5 - 0.1 * 3.9) / 0.1)
+    assert se == pytest.approx(np.sqrt(0.1 ** 2 * 0.05 ** 2 + 0.2 ** 2 * 0.08 ** 2) / 0.1)
     with pytest.raises(llc.LLCInputError):
-        llc.extrapolate_eps([R(0.1, 1.0)])
+        llc.extrapolate_eps(runs[:1])
     with pytest.raises(llc.LLCInputError):
-        llc.extrapolate_eps([R(0.1, 1.0), R(0.1, 2.0)])
+        llc.extrapolate_eps([runs[0], _fake(0.2, [1.0, 2.0], seed=5)])
+
+
+def test_extrapolate_eps_paired_runs_chain_by_chain():
+    """Runs sharing seed and chains: each chain's own line, (ε₁ y₂ − ε₂ y₁)/(ε₁ − ε₂), then mean ± sd/√C over
+    the chains finite at both ε."""
+    rng = np.random.default_rng(0)
+    common = rng.normal(0, 1, 40)  # the shared noise: strongly correlated per-chain estimates
+    a = 3.0 + 0.2 * 2.0 + common + 0.1 * rng.normal(size=40)
+    b = 3.0 + 0.1 * 2.0 + common + 0.1 * rng.normal(size=40)
+    b[7] = np.nan  # a chain that diverged at one step size only is left out of both
+    value, se = llc.extrapolate_eps([_fake(0.2, a), _fake(0.1, b)])
+    z = (0.2 * b - 0.1 * a) / (0.2 - 0.1)
+    z = z[np.isfinite(z)]
+    assert value == pytest.approx(z.mean(), rel=1e-12) and se == pytest.approx(z.std(ddof=1) / np.sqrt(39), rel=1e-12)
+    independent = llc.extrapolate_eps([_fake(0.2, a), _fake(0.1, b)], paired=False)
+    assert independent[1] > 1.5 * se  # ignoring the pairing overstates the s.e. here
+    with pytest.raises(llc.LLCInputError, match="paired"):
+        llc.extrapolate_eps([_fake(0.2, a, seed=0), _fake(0.1, b, seed=1)], paired=True)
+
+
+def test_independent_seed():
+    seeds = {llc.independent_seed(s, i) for s in range(4) for i in range(4)}
+    assert len(seeds) == 16 and llc.independent_seed(3, 1) == llc.independent_seed(3, 1)
+    with pytest.raises(llc.LLCInputError, match="seed"):
+        llc.independent_seed(-1, 0)
 
 
 def test_mala_acceptance_falls_with_step_size(regular):
@@ -319,18 +373,176 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert a == b
 
 
-def test_eps_limits_are_extrapolate_eps_of_the_runs_it_names(regular):
-    """eps_limits makes, per nβ, exactly the runs estimate_llc makes by hand, and extrapolates them."""
-    kw = {**SMALL, "chains": 4}
+def test_eps_limits_runs_of_equal_langevin_time(regular):
+    """eps_limits makes, per nβ, the runs estimate_llc makes by hand: ceil(T nβ / f) steps at ε = f / nβ (equal
+    Langevin time, draws ∝ 1/ε), a third burn-in, one seed per nβ shared by its step sizes; paired extrapolation."""
+    kw = {**SMALL, "chains": 4, "seed": 2}
     points = llc.eps_limits(regular.model, squared_error, regular.data, nbetas=[300.0, 1000.0], eps_nbeta=[0.2, 0.1],
-                            draws_at=lambda nb, eps: int(30 + 0.1 * nb), **kw)  # SMALL's nbeta, eps, draws are replaced
-    kw.pop("nbeta"), kw.pop("eps"), kw.pop("draws"), kw.pop("burn_in")
-    assert [p["nbeta"] for p in points] == [300.0, 1000.0]
-    for p in points:
-        steps = int(30 + 0.1 * p["nbeta"])
-        by_hand = [llc.estimate_llc(regular.model, squared_error, regular.data, nbeta=p["nbeta"], eps=f / p["nbeta"],
-                                    draws=steps, burn_in=steps // 3, **kw) for f in (0.2, 0.1)]
-        for run, mine in zip(by_hand, p["runs"]):
+                            langevin_time=0.05, **kw)  # SMALL's nbeta, eps, draws, burn_in are replaced
+    for key in ("nbeta", "eps", "draws", "burn_in", "seed"):
+        kw.pop(key)
+    assert [p.nbeta for p in points] == [300.0, 1000.0]
+    for i, p in enumerate(points):
+        assert [r.settings["draws"] for r in p.runs] == [int(np.ceil(0.05 * p.nbeta / f)) for f in (0.2, 0.1)]
+        by_hand = [llc.estimate_llc(regular.model, squared_error, regular.data, nbeta=p.nbeta, eps=f / p.nbeta,
+                                    draws=int(np.ceil(0.05 * p.nbeta / f)), burn_in=int(np.ceil(0.05 * p.nbeta / f)) // 3,
+                                    seed=llc.independent_seed(2, i), **kw) for f in (0.2, 0.1)]
+        for run, mine in zip(by_hand, p.runs):
             np.testing.assert_array_equal(run.loss, mine.loss)
-        assert (p["llc"], p["se"]) == llc.extrapolate_eps(by_hand)
-        assert not np.array_equal(by_hand[0].loss, by_hand[1].loss[:, :by_hand[0].loss.shape[1]])  # the two ε differ
+        assert (p.llc, p.se) == llc.extrapolate_eps(by_hand, paired=True)
+        assert p.divergent_fraction == 0.0 and p.max_rhat == max(r.diagnostics["rhat"] for r in by_hand)
+    assert points[0].runs[0].settings["seed"] != points[1].runs[0].settings["seed"]  # independent points in nβ
+    with pytest.raises(llc.LLCInputError, match="eps_nbeta"):
+        llc.eps_limits(regular.model, squared_error, regular.data, nbetas=[300.0], eps_nbeta=[0.1, 0.1],
+                       langevin_time=0.05, **SMALL)
+
+
+def test_first_nonfinite_step_is_flagged():
+    """The step recorded for a divergent chain is its first non-finite one: a run cut just before it (the same
+    seed replays the same prefix) keeps the chain finite, a run one step longer flags it there."""
+    p = known_llc.normal_crossing_problem([2], n=50)
+    kw = {**SMALL, "chains": 16, "eps": 1.2e-2, "burn_in": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = llc.estimate_llc(p.model, squared_error, p.data, **kw)
+        flagged = full.diagnostics["divergent"]
+        assert flagged
+        for d in flagged[:3]:
+            before = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "draws": d["step"]}) if d["step"] else None
+            assert before is None or d["chain"] not in [e["chain"] for e in before.diagnostics["divergent"]]
+            after = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "draws": d["step"] + 1})
+            assert {"chain": d["chain"], "step": d["step"], "eps": 1.2e-2} in after.diagnostics["divergent"]
+    assert full.divergent_fraction == len(flagged) / 16
+
+
+def test_extrapolate_nbeta_residual():
+    """chi2 = Σ ((y − fit)/s.e.)² with dof = values − coefficients; the weighted line by numpy's lstsq."""
+    nbs = np.array([10.0, 30.0, 100.0, 300.0])
+    y = 0.7 - 0.4 * nbs ** -0.5 + np.array([0.0, 0.01, -0.01, 0.0])
+    ses = np.array([0.01, 0.02, 0.01, 0.02])
+    fit = llc.extrapolate_nbeta(nbs, y, ses, gap=0.5)
+    X = np.stack([np.ones(4), nbs ** -0.5], axis=1) / ses[:, None]
+    coef, res, *_ = np.linalg.lstsq(X, y / ses, rcond=None)
+    assert fit.llc == pytest.approx(coef[0], rel=1e-10) and fit.dof == 2
+    assert fit.chi2 == pytest.approx(res[0], rel=1e-8) and fit.chi2 > 0.1
+    exact = llc.extrapolate_nbeta(nbs, 0.7 - 1.0 / (np.log(nbs) + 0.8), ses, multiplicity=2)
+    assert exact.chi2 < 1e-12 and exact.dof == 2 and exact.llc == pytest.approx(0.7, abs=1e-6)
+
+
+@pytest.mark.parametrize("values", [[0.60, 0.55, 0.50], [0.600, 0.601, 0.600]])
+def test_multiplicity_two_fit_refuses_a_runaway(values):
+    """Values falling with nβ, or flat within their s.e., leave λ and a of λ − 1/(log nβ + a) undetermined:
+    refused; values that rise as the form says are fitted (both ways)."""
+    nbs = [100.0, 300.0, 1000.0]
+    with pytest.raises(llc.LLCFitError):
+        llc.extrapolate_nbeta(nbs, values, [0.01] * 3, multiplicity=2)
+    rising = 0.7 - 1.0 / (np.log(nbs) + 1.0)
+    fit = llc.extrapolate_nbeta(nbs, rising + np.array([0.002, -0.002, 0.001]), [0.01] * 3, multiplicity=2)
+    assert abs(fit.llc - 0.7) < 0.05 and np.isfinite(fit.se)
+
+
+def test_init_loss_and_standard_error_by_hand():
+    """L_n(w*) is the mean per-sample loss (a noisy problem: not 0); s.e. = sd(per-chain, ddof 1)/√C."""
+    p = known_llc.regular_problem(3, n=50, seed=1, noise=0.5)
+    res = llc.estimate_llc(p.model, squared_error, p.data, **{**SMALL, "batch_size": 20})
+    with torch.no_grad():
+        assert res.init_loss == pytest.approx(float(squared_error(p.model, p.data).double().mean()), rel=1e-12)
+    assert res.init_loss > 0.05
+    assert res.se == pytest.approx(res.per_chain.std(ddof=1) / np.sqrt(8), rel=1e-12)
+
+
+def test_eps_limit_diagnostics_by_hand():
+    a, b = _fake(0.2, [1.0, 2.0, np.nan, 3.0]), _fake(0.1, [1.0, np.nan, 2.0, 3.0])
+    a.diagnostics.update(rhat=1.02, ess=np.array([10.0, 20.0, 30.0]))
+    b.diagnostics.update(rhat=1.07, ess=np.array([5.0, 5.0, 5.0]))
+    limit = llc.EpsLimit(100.0, 0.0, 1.0, [a, b])
+    assert limit.divergent_fraction == 0.5  # chains 1 and 2: each lost at one step size
+    assert limit.max_rhat == 1.07 and limit.min_total_ess == 15.0
+
+
+def test_warnings_go_to_the_terminal(capsys, monkeypatch):
+    from lib.book import progress
+
+    monkeypatch.setenv(progress.TERMINAL_ENV, "0")  # log_stream() is then sys.stderr
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with llc.warnings_to_terminal():
+            warnings.warn("3 of 16 SGLD chains diverged", RuntimeWarning)
+    assert not outside and "3 of 16 SGLD chains diverged" in capsys.readouterr().err
+
+
+class _FakeSuite:
+    """Two checkpoints of one tiny GPT-NeoX, with the history a suite keeps (held-out loss per checkpoint)."""
+
+    checkpoint_steps = [0, 5]
+    history = {"tiny": {"checkpoint_step": [0, 5], "heldout_loss": [3.5, 2.5]}}
+
+    def load(self, size, step, device="cpu"):
+        from types import SimpleNamespace
+
+        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+        torch.manual_seed(step)
+        cfg = GPTNeoXConfig(vocab_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=8)
+        return SimpleNamespace(model=GPTNeoXForCausalLM(cfg).eval())
+
+
+def test_llc_over_training_rows():
+    from lib.models.causal_lm import sequence_loss
+
+    ids = torch.randint(0, 16, (32, 8), generator=torch.Generator().manual_seed(0))
+    kw = dict(gamma=100.0, eps=1e-5, chains=2, draws=6, burn_in=2, batch_size=4, seed=0, device="cpu")
+    rows = llc.llc_over_training(_FakeSuite(), "tiny", ids, **kw)
+    assert [r["step"] for r in rows] == [0, 5] and [r["heldout_loss"] for r in rows] == [3.5, 2.5]
+    model = _FakeSuite().load("tiny", 5).model
+    model.config._attn_implementation = "eager"
+    by_hand = llc.estimate_llc(model, sequence_loss, (ids,), progress=False, **kw)
+    assert rows[1]["llc"] == by_hand.llc and rows[1]["init_loss"] == by_hand.init_loss
+    assert rows[1]["params"] == sum(p.numel() for p in model.parameters()) and rows[1]["diverged"] == 0.0
+
+
+def test_split_rhat_by_hand():
+    """Two chains of 8 draws cut into four halves of 4: R̂ = sqrt(((n−1)/n W + B/n) / W) written out."""
+    x = np.array([[0.0, 1, 0, 1, 2, 3, 2, 3], [1.0, 1, 2, 2, 0, 0, 1, 1]])
+    halves = [x[0, :4], x[0, 4:], x[1, :4], x[1, 4:]]
+    w = np.mean([h.var(ddof=1) for h in halves])
+    b_over_n = np.var([h.mean() for h in halves], ddof=1)
+    assert llc.split_rhat(x) == pytest.approx(np.sqrt((3 / 4 * w + b_over_n) / w), rel=1e-12)
+
+
+def test_per_chain_estimate_subtracts_the_loss_at_w_star():
+    """λ̂_c = nβ (mean_t L_B(w_t) − L_n(w*)) on a problem whose L_n(w*) is far from 0."""
+    p = known_llc.regular_problem(3, n=50, seed=1, noise=2.0)
+    res = llc.estimate_llc(p.model, squared_error, p.data, **{**SMALL, "draws": 60, "burn_in": 20})
+    assert res.init_loss > 1.0
+    np.testing.assert_allclose(res.per_chain, 1000.0 * (res.loss.mean(axis=1) - res.init_loss), rtol=1e-12)
+
+
+def test_localisation_enters_the_drift_fully():
+    """At small nβ the localisation γ dominates the curvature a = nβσ + γ: the exact Euler target with the
+    right γ is met, and the one with γ/2 (a drift with half the localisation) is not."""
+    p = known_llc.regular_problem(2, n=40, seed=2)
+    sigma = (p.data[0].T @ p.data[0] / 40).numpy()
+    res = llc.estimate_llc(p.model, squared_error, p.data, nbeta=5.0, gamma=10.0, eps=0.01, chains=256, draws=800,
+                           burn_in=200, batch_size=40, seed=0, device="cpu", progress=False)
+    assert abs(res.llc - known_llc.regular_sgld_mean(sigma, 5.0, 10.0, 0.01)) < 4 * res.se
+    assert abs(res.llc - known_llc.regular_sgld_mean(sigma, 5.0, 5.0, 0.01)) > 4 * res.se
+
+
+def test_minibatches_are_drawn_from_every_sample():
+    """With m < n, each step's indices are uniform over all n samples: over 8 chains × 100 steps of 5 indices every
+    one of the 50 samples is seen (plain autograd per chain, so the loss sees the rows themselves)."""
+    p = known_llc.regular_problem(3, n=50, seed=1)
+    x, y = p.data
+    ids = torch.arange(50, dtype=x.dtype)[:, None]
+    seen = set()
+
+    def loss_recording_rows(model, batch):
+        xb, yb, tag = batch
+        seen.update(int(v) for v in tag[:, 0].tolist())
+        return squared_error(model, (xb, yb))
+
+    llc.estimate_llc(p.model, loss_recording_rows, (x, y, ids), batching="loop",
+                     **{**SMALL, "batch_size": 5, "draws": 100, "burn_in": 10})
+    assert seen == set(range(50))

@@ -1,12 +1,15 @@
-"""lib.llc_theorems: coupled data, curvature by Lanczos, and the derived bounds of Theorems 7.3–7.4."""
+"""lib.llc_theorems: coupled data, curvature by Lanczos, the derived bounds of Theorems 7.3–7.4, the quadratic
+prediction of λ̂, and the resolution dial's decision rules."""
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from lib import conditional_models as cm
 from lib import insensitivity as ins
 from lib import languages as L
 from lib import llc, llc_theorems as th
+from lib import local_quadratic as lq
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +28,7 @@ def test_curvature_matches_a_dense_hessian(ladder):
     model = cm.build({"kind": "factored", "hidden": 3, "embed_dim": 2}, ladder, seed=0).double()
     (x, y), _ = th.coupled_data(ladder, 1, 300, seed=0)
     c = th.curvature(model, th.nll, (x, y), tol=1e-10, smallest=True)
-    f, w0 = th._flat_loss(model, th.nll, (x, y))
+    f, w0 = lq.flat_loss(model, th.nll, (x, y))
     H = torch.autograd.functional.hessian(f, w0).numpy()
     ev = np.linalg.eigvalsh(0.5 * (H + H.T))
     top = ev[np.argmax(np.abs(ev))]
@@ -67,8 +70,8 @@ def test_measured_separation_lies_below_the_bound_on_a_small_case(ladder):
     # full batch: δ is the gradient difference of the two empirical losses and M the Hessian's norm, both at
     # w*; twice each stands in for their sup over the small region these short, strongly localised chains visit
     c = th.curvature(model, th.nll, data_b)
-    f_a, w0 = th._flat_loss(model, th.nll, data_a)
-    f_b, _ = th._flat_loss(model, th.nll, data_b)
+    f_a, w0 = lq.flat_loss(model, th.nll, data_a)
+    f_b, _ = lq.flat_loss(model, th.nll, data_b)
     delta = float(torch.linalg.norm(torch.func.grad(f_a)(w0) - torch.func.grad(f_b)(w0)))
     bound = th.separation_bound(np.arange(1, kw["draws"] + 1), eps=kw["eps"], gamma=kw["gamma"],
                                 nbeta=kw["nbeta"], M=2 * c.spectral_norm, delta=2 * delta)
@@ -117,19 +120,6 @@ def test_weighted_pairs_reproduce_the_empirical_losses(ladder):
     assert abs(direct[0] - direct[1]) > 1e-4
 
 
-def test_chi_star_and_the_monotone_verdict():
-    chis = [1, 2, 3, 4]
-    z = np.array([[5.0, 1.0, 0.5, 0.0], [5.0, 4.0, 1.0, 0.0], [5.0, 4.0, 3.0, 2.5]])
-    assert th.chi_star(z, chis) == [2, 3, None]
-    assert th.monotone_verdict([2, 3, None], [(2, 2), (3, 3), (5, 5)]) == "supported"
-    assert th.monotone_verdict([3, 2], [(3, 3), (2, 2)]) == "contradicted"
-    assert th.monotone_verdict([3, 2], [(2, 3), (2, 3)]) == "inconclusive"
-    assert th.monotone_verdict([3, 3], [(3, 3), (3, 3)]) == "inconclusive"      # χ* does not move
-    diff = np.zeros((1, 2, 4))
-    diff[0, 0] = [1.0, 1.1, 0.9, 1.0]                                          # distinguishable; identical chains
-    assert th._z(diff)[0, 1] == 0.0 and th._z(diff)[0, 0] > 10
-
-
 def test_population_data_gives_the_population_loss(ladder):
     """The weighted full batch's mean is −Σ q(x) q^(χ)(y|x) log p(y|x, w): equal to L at χ = rank
     and different from it below (the ladder's truncations are visible)."""
@@ -159,76 +149,6 @@ def test_critical_points_at_the_rank_are_those_of_L(ladder):
     assert cp.extreme[-1] == pytest.approx(cp.extreme_q, rel=1e-4)
     assert abs(cp.grad_norm[0] - cp.grad_norm_q) > 1e-6 * cp.grad_norm_q
     assert np.all(cp.smallest <= cp.extreme + 1e-9)
-
-
-# ----- §7.1: per-position LLCs of a causal language model -----------------------------------
-
-class _Bigram(torch.nn.Module):
-    """A causal LM whose logits at each position read only the current token: p(y_t | y_<t) = p(y_t | y_{t−1})."""
-
-    def __init__(self, V: int, seed: int = 0):
-        super().__init__()
-        g = torch.Generator().manual_seed(seed)
-        self.table = torch.nn.Parameter(torch.randn(V, V, generator=g, dtype=torch.float64))
-        self.calls = 0
-
-    def forward(self, ids):
-        self.calls += 1
-        return self.table[ids]
-
-
-def _windows(n=64, T=8, V=5, seed=0):
-    return torch.randint(0, V, (n, T), generator=torch.Generator().manual_seed(seed))
-
-
-_SGLD = dict(gamma=100.0, eps=1e-3, chains=3, draws=40, burn_in=10, batch_size=16, seed=0)
-
-
-def test_per_position_llc_shapes_and_the_loss_it_defines():
-    ids, model = _windows(), _Bigram(5)
-    res = th.per_position_llc(model, (ids,), [1, 4, 7], **_SGLD)
-    assert res.positions == [1, 4, 7] and res.llc.shape == res.se.shape == res.init_loss.shape == (3,)
-    assert len(res.results) == 3 and all(r.per_chain.shape == (3,) and r.loss.shape == (3, 30) for r in res.results)
-    assert [d["position"] for d in res.diagnostics()] == [1, 4, 7] and np.all(np.isfinite(res.llc))
-    assert res.settings["n"] == 64 and res.settings["nbeta"] == pytest.approx(64 / np.log(64))
-    with torch.no_grad():
-        logp = torch.log_softmax(model.table[ids[:, :-1]], -1)                    # (n, T − 1, V): predicts ids[:, 1:]
-        direct = -logp.gather(-1, ids[:, 1:, None])[..., 0].mean(0)               # L_t(w*) for t = 1..T − 1
-    assert np.allclose(res.init_loss, direct[[0, 3, 6]].numpy(), rtol=1e-12, atol=0)
-    every = th.per_position_llc(model, ids, range(1, 8), **{**_SGLD, "draws": 11})
-    assert np.mean(every.init_loss) == pytest.approx(float(direct.mean()), rel=1e-12)   # the sequence loss: their mean
-
-
-def test_per_position_llc_is_deterministic():
-    ids, model = _windows(), _Bigram(5)
-    a = th.per_position_llc(model, (ids,), [2, 5], **_SGLD)
-    b = th.per_position_llc(model, (ids,), [2, 5], **_SGLD)
-    assert all(np.array_equal(x.per_chain, y.per_chain) for x, y in zip(a.results, b.results))
-    c = th.per_position_llc(model, (ids,), [2, 5], **{**_SGLD, "seed": 1})
-    assert not np.array_equal(a.results[0].per_chain, c.results[0].per_chain)
-
-
-@pytest.mark.parametrize("positions", [[0, 3], [3, 8], [2, 2], [], [1.5], 3, [True]])
-def test_per_position_llc_rejects_invalid_positions_before_sampling(positions):
-    ids, model = _windows(), _Bigram(5)
-    with pytest.raises(llc.LLCInputError, match=r"parameter 'positions' must .* \[1, 7\]"):
-        th.per_position_llc(model, (ids,), positions, **_SGLD)
-    assert model.calls == 0                                                       # nothing was run
-
-
-def test_positions_with_the_same_bigrams_have_the_same_llc():
-    """By construction: the bigram model's L_t depends on the columns (t − 1, t) of the windows only. Copy
-    columns (1, 2) into (5, 6): L_2 ≡ L_6 as functions of w, and with the same chains, minibatches and noise
-    at every position λ̂_2 = λ̂_6 chain by chain, bit for bit. Positions 3 and 7 (their neighbours, which an
-    off-by-one would compare) and position 4 keep different data and get different estimates."""
-    ids = _windows(n=64, T=8, V=5, seed=3)
-    ids[:, 5:7] = ids[:, 1:3]
-    assert not torch.equal(ids[:, 2:4], ids[:, 6:8]) and not torch.equal(ids[:, 0:2], ids[:, 4:6])
-    res = th.per_position_llc(_Bigram(5, seed=1), (ids,), [2, 6, 3, 7, 4], **_SGLD)
-    same, other = res.results[0].per_chain, res.results[1].per_chain
-    assert np.array_equal(same, other) and res.init_loss[0] == res.init_loss[1]
-    assert not np.array_equal(res.results[2].per_chain, res.results[3].per_chain)
-    assert not np.array_equal(res.results[4].per_chain, same)
 
 
 # ----- the (χ, β) grid: per-history loss, one batched state, measurements along the run ------
@@ -312,15 +232,14 @@ def test_measurements_along_the_run_are_the_gradients_they_name(ladder, small_mo
 
 
 def test_one_step_inequality_holds_and_fails_when_broken(small_dial):
-    gamma, eps_nbeta = _DIAL["gamma"], 3e-3
-    assert th.one_step_violations(small_dial, gamma, eps_nbeta) == 0
+    assert th.one_step_violations(small_dial) == 0
     import copy
     shrunk = copy.deepcopy(small_dial)
     shrunk.steps["delta"] *= 0.5                             # a δ_t too small for what the chains did
-    assert th.one_step_violations(shrunk, gamma, eps_nbeta) > 0
+    assert th.one_step_violations(shrunk) > 0
     noisy = copy.deepcopy(small_dial)
     noisy.steps["sep_all"][..., 1:] *= 1.5                  # separations an uncoupled pair would show
-    assert th.one_step_violations(noisy, gamma, eps_nbeta) > 0
+    assert th.one_step_violations(noisy) > 0
 
 
 def test_measure_constants_takes_the_run_maxima(small_model, small_dial):
@@ -406,3 +325,286 @@ def test_a_resumable_dial_equals_the_plain_one_and_is_kept(ladder, small_model, 
     assert len(entries) == 1 and not list(tmp_path.rglob("resume.pt"))
     again = th.resolution_dial(small_model, ladder, resume=True, checkpoint_every=15, **kw)
     assert again.seconds == first.seconds and np.array_equal(again.diff, first.diff)   # read back, not rerun
+
+
+# ----- hand-made numbers: the paired z, the one-step inequality, the secant quotient ---------
+
+def test_paired_z_by_hand():
+    """mean 1.0, sample sd sqrt(0.02/3) = 0.08165, se = sd/√4 = 0.040825: z = 24.4949."""
+    assert th._z(np.array([1.0, 1.1, 0.9, 1.0])) == pytest.approx(24.494897, rel=1e-6)
+    assert th._z(np.array([0.0, 0.0, 0.0])) == 0.0                     # identical chains: 0, not NaN
+    assert th._z(np.array([[2.0, 4.0, np.nan]]))[0] == pytest.approx(3.0 / (np.sqrt(2.0) / np.sqrt(2.0)))
+
+
+def _fake_dial(sep, delta, lip, *, nbeta=10.0, eps=0.01, gamma=4.0):
+    """A Dial with one temperature, one cutoff, one chain and the given per-step series."""
+    sep = np.asarray(sep, float)[None, None, None]
+    T = sep.shape[-1] - 1
+    steps = {"sep_all": sep, "delta": np.asarray(delta, float)[None, None, None],
+             "lipschitz": np.asarray(lip, float)[None, None, None], "gap": np.zeros((1, 1, 1, T)),
+             "grad_q": np.zeros((1, 1, T))}
+    return th.Dial([1], [nbeta], np.zeros((1, 1, 1)), np.zeros(1), np.zeros((1, 1)), sep[..., 1:], None, [],
+                   np.zeros((1, 2)), {"gamma": gamma, "burn_in": 0, "draws": T}, 0.0, None, steps, None, [eps])
+
+
+def test_one_step_inequality_by_hand():
+    """a = |1 − εγ/2| = 0.98, c = εnβ/2 = 0.05: from ‖Δ_0‖ = 1 with δ_0 + s_0 = 2, the bound is 0.98 + 0.1 = 1.08."""
+    assert th.one_step_violations(_fake_dial([1.0, 1.08], [1.5], [0.5])) == 0
+    assert th.one_step_violations(_fake_dial([1.0, 1.0801], [1.5], [0.5])) == 1
+    assert th.one_step_violations(_fake_dial([1.0, 1.0799], [1.5], [0.5], gamma=4.2)) == 1   # a = 0.979: 1.079
+    with pytest.raises(ValueError, match="measure=True"):
+        d = _fake_dial([1.0, 1.0], [1.0], [1.0])
+        d.steps["delta"] = None
+        th.one_step_violations(d)
+
+
+def test_secant_quotient_from_positions_kept_at_every_step(ladder, small_model):
+    """M_secant = max over t ≥ 1 of ‖∇L^(χ)(w_t) − ∇L^(χ)(w'_t)‖ / ‖w_t − w'_t‖, recomputed here from the positions
+    themselves (kept at every step) and the two target losses: an off-by-one pairing of s_t with ‖Δ_{t±1}‖ differs."""
+    draws = 12
+    dial = th.resolution_dial(small_model, ladder, chis=[2, ladder.modes.rank], nbetas=[40.0], n=300, eps_nbeta=3e-3,
+                              snapshots=draws, **{**_DIAL, "draws": draws, "burn_in": 2})
+    assert dial.snapshot_steps == list(range(1, draws + 1))
+    fs = th._target_losses(small_model, dial.data)
+    g = torch.func.grad(fs[1])
+    best = 0.0
+    for i, t in enumerate(dial.snapshot_steps[:-1]):                 # steps 1..draws − 1 carry measurements
+        for c in range(_DIAL["chains"]):
+            w_q = torch.as_tensor(dial.positions[0, 0, c, i])
+            w_chi = torch.as_tensor(dial.positions[0, 1, c, i])
+            best = max(best, float((g(w_q) - g(w_chi)).norm() / (w_q - w_chi).norm()))
+    cst = th.measure_constants(small_model, dial)
+    assert cst["M_secant"] == pytest.approx(best, rel=1e-8)
+    assert cst["M"] == max(cst["M_secant"], cst["M_lanczos"])
+
+
+# ----- the quadratic prediction of λ̂ -------------------------------------------------------------
+
+def test_local_quadratics_match_a_dense_hessian(ladder, small_model):
+    rows, W = th.history_data(ladder, [1, ladder.modes.rank], 300, seed=0)
+    quad = lq.local_quadratics(small_model, [(rows, W[k]) for k in range(W.shape[0])])
+    for k in range(W.shape[0]):
+        f, w0 = lq.flat_loss(small_model, th.history_nll, (rows, W[k]))
+        H = torch.autograd.functional.hessian(f, w0).numpy()
+        g = torch.func.grad(f)(w0).numpy()
+        ev, Q = np.linalg.eigh(H)
+        assert np.allclose(quad.eigenvalues[k], ev, rtol=0, atol=1e-10)
+        assert np.allclose(np.sort(np.abs(quad.gradient[k])), np.sort(np.abs(Q.T @ g)), rtol=0, atol=1e-10)
+        assert np.linalg.norm(quad.gradient[k]) == pytest.approx(np.linalg.norm(g), rel=1e-10)
+    assert quad.dimension == small_model_dimension(small_model)
+    assert quad.curvature == pytest.approx(np.max(np.abs(quad.eigenvalues)))
+    with pytest.raises(ValueError, match="max_dimension"):
+        lq.local_quadratics(small_model, [(rows, W[0])], max_dimension=5)
+
+
+def small_model_dimension(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_the_quadratic_prediction_holds_where_the_prior_dominates(ladder, small_model):
+    """At γ = 10⁴ the chains stay within ~1/√γ of w*, where the Taylor model holds: λ̂ of every target within
+    5 s.e. + 5% of its prediction (and a prediction without the gradient term misses the truncated targets)."""
+    ex = th.dial_experiment("small", small_model, ladder, chis=[1, 2, ladder.modes.rank], beta_factors=[1.0, 4.0],
+                            nbeta_star=200.0, n=300, gamma=1e4, step_scale=0.25, burn_in_relaxations=4,
+                            relaxations=16, chains=6, seed=0, tolerance=0.5, measure=False)
+    measured = np.nanmean(ex.dial.per_chain, axis=-1)
+    assert np.all(np.abs(measured - ex.predicted) <= 5 * ex.dial.llc_se + 0.05 * np.abs(ex.predicted))
+    curvature_only = lq.quadratic_llc(ex.quadratic.eigenvalues[1], 0 * ex.quadratic.gradient[1], nbeta=ex.dial.nbetas[1],
+                                      gamma=1e4, eps=ex.schedule["eps"], burn_in=ex.schedule["burn_in"],
+                                      draws=ex.schedule["draws"])
+    assert abs(measured[1, 1] - curvature_only) > 5 * ex.dial.llc_se[1, 1] + 0.05 * abs(curvature_only)
+    assert ex.schedule["eps"] == pytest.approx(0.25 / (800.0 * ex.quadratic.curvature + 1e4))
+    assert np.all(ex.dial.rhat[:, 0] < 1.5) and np.all(ex.dial.ess > 1)
+
+
+# ----- the dial's schedule and decision rules ----------------------------------------------------
+
+def test_dial_schedule_by_hand():
+    s = th.dial_schedule(2.0, [10.0, 40.0], 100.0, step_scale=0.5, burn_in_relaxations=2, relaxations=3)
+    assert s["eps"] == pytest.approx(0.5 / (40.0 * 2.0 + 100.0))
+    assert s["relaxation"] == pytest.approx(2 / (s["eps"] * 100.0)) and th.relaxation_steps(0.01, 4.0) == 50.0
+    assert s["burn_in"] == int(np.ceil(2 * s["relaxation"])) and s["draws"] == s["burn_in"] + int(np.ceil(3 * s["relaxation"]))
+    with pytest.raises(ValueError, match="step_scale"):
+        th.dial_schedule(2.0, [10.0], 100.0, step_scale=1e-9, burn_in_relaxations=2, relaxations=3)
+    with pytest.raises(ValueError, match="'relaxations'"):
+        th.dial_schedule(2.0, [10.0], 100.0, step_scale=0.5, burn_in_relaxations=2, relaxations=0)
+
+
+def test_resolve_against_a_fixed_tolerance():
+    """Differences of 0.3 ± 0.05 (s.e. 0.05/√... by hand): inside ±0.5 with z = 2 → indistinguishable; 0.45 ± 0.05
+    straddles → undecided; 0.7 ± 0.05 → distinguishable; the sign does not matter."""
+    spread = np.array([-0.1, 0.1, -0.1, 0.1])                      # sd 0.11547, se 0.057735
+    cells = np.stack([0.3 + spread, 0.45 + spread, 0.7 + spread, -0.7 + spread, np.zeros(4)])
+    codes = th.resolve(cells, tolerance=0.5, z=2.0)
+    assert codes.tolist() == [th.INDISTINGUISHABLE, th.UNDECIDED, th.DISTINGUISHABLE, th.DISTINGUISHABLE,
+                              th.INDISTINGUISHABLE]
+    # the edges, by hand: |D| + 2 se ≤ tol and |D| − 2 se > tol
+    se = 0.1 * np.sqrt(4 / 3) / 2
+    assert th.resolve((0.5 - 2 * se - 1e-9) + spread, 0.5).item() == th.INDISTINGUISHABLE
+    assert th.resolve((0.5 - 2 * se + 1e-9) + spread, 0.5).item() == th.UNDECIDED
+    assert th.resolve((0.5 + 2 * se + 1e-9) + spread, 0.5).item() == th.DISTINGUISHABLE
+    assert th.resolve((0.5 + 2 * se - 1e-9) + spread, 0.5).item() == th.UNDECIDED
+    # exactly at the tolerance with no spread: within it (≤), not beyond it (>)
+    assert th.resolve(np.full(4, 0.5), 0.5).item() == th.INDISTINGUISHABLE
+    assert th.resolve(np.full(4, -0.5), 0.5).item() == th.INDISTINGUISHABLE
+    # more draws of the same difference settle it, never flip a decided cell
+    many = 0.3 + np.tile(spread, 100)
+    assert th.resolve(many, 0.5).item() == th.INDISTINGUISHABLE
+    assert th.resolve(np.array([0.3, np.nan, np.nan]), 0.5).item() == th.UNDECIDED       # one finite chain
+    with pytest.raises(ValueError, match="tolerance"):
+        th.resolve(cells, tolerance=0.0)
+
+
+def test_chi_star_band_and_the_monotone_verdict():
+    I, U, Dd = th.INDISTINGUISHABLE, th.UNDECIDED, th.DISTINGUISHABLE
+    chis = [1, 3, 5, 12]
+    codes = np.array([[I, I, I, I],          # everything indistinguishable: χ* = 1
+                      [Dd, U, I, I],         # χ* between 3 (U counted I) and 5
+                      [Dd, Dd, Dd, I]])      # only the rank: χ* = 12
+    assert th.chi_star(codes == I, chis) == [1, 5, 12]
+    assert th.chi_star(np.array([[True, False, True, False]]), chis) == [None]
+    assert th.chi_star_band(codes, chis) == [(1, 1), (3, 5), (12, 12)]
+    assert th.monotone_verdict([(1, 1), (3, 5), (12, 12)]) == "supported"
+    assert th.monotone_verdict([(3, 5), (1, 1), (12, 12)]) == "contradicted"
+    assert th.monotone_verdict([(3, 5), (4, 6), (5, 5)]) == "inconclusive"       # overlapping bands only
+    assert th.monotone_verdict([(3, 3), (3, 3)]) == "inconclusive"               # a dial that does not move
+    assert th.monotone_verdict([(3, 4), (5, 6)]) == "supported"                  # disjoint, adjacent
+    assert th.monotone_verdict([(3, 5), (5, 6)]) == "inconclusive"               # touching is not disjoint
+
+
+def test_dial_verdict_over_several_dials():
+    def fake(verdict, name="m", gamma=1.0):
+        return th.DialExperiment(name, gamma, [], {}, None, None, None, None, [], verdict, 0.5, 2.0)
+    assert th.dial_verdict([fake("supported"), fake("supported")]) == ("supported", None)
+    assert th.dial_verdict([fake("supported"), fake("contradicted")]) == ("contradicted", None)
+    value, reason = th.dial_verdict([fake("supported"), fake("inconclusive", "h=2", 100.0)])
+    assert value is None and "h=2, γ = 100" in reason
+
+
+def test_dial_experiment_slope_and_saturation_by_hand():
+    """λ̂ ∝ nβ has slope 1; a constant λ̂ slope 0; nβh > γ counted per temperature."""
+    nbetas = [10.0, 20.0, 40.0]
+    def fake(llc_q):
+        dial = th.Dial([1, 2], nbetas, None, np.asarray(llc_q, float), None, None, None, [], None, {}, 0.0)
+        quad = lq.LocalQuadratic(np.array([[0.0, 1.0, 3.0, 6.0]]), np.zeros((1, 4)))
+        return th.DialExperiment("m", 50.0, [1, 2, 4], {}, dial, quad, None, None, [], "", 0.5, 2.0)
+    assert fake([1.0, 2.0, 4.0]).llc_slope() == pytest.approx(1.0)
+    assert fake([3.0, 3.0, 3.0]).llc_slope() == pytest.approx(0.0, abs=1e-12)
+    assert fake([1.0, 2.0, 4.0]).saturated() == [1, 2, 2]        # h > 5, > 2.5, > 1.25 (1.0 is not)
+
+
+# ----- bounds: the derived Theorem 7.3 dominates every sequence the one-step inequality allows -----
+
+@settings(max_examples=80, deadline=None)
+@given(st.floats(1e-5, 1e-2), st.floats(1.0, 1e4), st.floats(1.0, 1e3), st.floats(0.0, 20.0), st.floats(0.0, 2.0),
+       st.integers(0, 2 ** 31 - 1))
+def test_separation_bound_dominates_the_one_step_recursion(eps, gamma, nbeta, M, delta, seed):
+    """Any x_t with x_0 = 0 and x_{t+1} ≤ |1 − εγ/2| x_t + (εnβ/2)(δ_t + s_t), δ_t ≤ δ, s_t ≤ M x_t, stays below the bound."""
+    rng = np.random.default_rng(seed)
+    T = 60
+    bound = th.separation_bound(np.arange(T + 1), eps=eps, gamma=gamma, nbeta=nbeta, M=M, delta=delta)
+    x = 0.0
+    for t in range(T):
+        assert x <= bound[t] * (1 + 1e-12) + 1e-300
+        x = abs(1 - eps * gamma / 2) * x + eps * nbeta / 2 * (delta * rng.uniform() + M * x * rng.uniform())
+        x *= rng.uniform(0.9, 1.0) if rng.uniform() < 0.5 else 1.0
+    # the bound is attained by the extreme sequence δ_t = δ, s_t = M x_t
+    x = 0.0
+    for t in range(T):
+        x = (abs(1 - eps * gamma / 2) + eps * nbeta * M / 2) * x + eps * nbeta * delta / 2
+    assert bound[T] == pytest.approx(x, rel=1e-9, abs=1e-300)
+
+
+def test_llc_difference_bound_by_hand():
+    assert th.llc_difference_bound(nbeta=10.0, K=2.0, mean_separation=0.5, eps_insensitivity=0.1) == pytest.approx(12.0)
+
+
+def test_theorem_checks_on_a_small_dial(small_model, small_dial):
+    tc = th.theorem_checks(small_model, _experiment(small_dial))
+    cst = tc.constants
+    b, j, c = 1, 0, 2
+    s = small_dial.settings
+    mean_sep = small_dial.separation[b, j, c].mean()
+    want = small_dial.nbetas[b] * (cst["K"] * mean_sep + 2 * cst["eps"][b, j]) / abs(small_dial.diff[b, j, c])
+    assert tc.llc_ratio[b, j, c] == pytest.approx(want, rel=1e-12)
+    assert tc.llc_ratio.shape == (2, 2, 3)                       # the rank is left out
+    assert tc.one_step_violations == 0 and 0 < tc.separation_ratio <= 1 + 1e-9
+    assert tc.llc_violations == 0 and np.nanmin(tc.llc_ratio) > 1
+    assert tc.hypotheses[b] == th.contraction(eps=small_dial.eps[b], gamma=s["gamma"], nbeta=small_dial.nbetas[b],
+                                              M=cst["M"])
+
+
+def _experiment(dial):
+    return th.DialExperiment("small", dial.settings["gamma"], [1.0, 2.0], {}, dial, None, None, None, [], "", 0.5, 2.0)
+
+
+def test_a_priori_bound_by_hand(ladder, small_model, small_dial):
+    from lib.insensitivity import constants
+    ap = th.a_priori_bounds(small_model, ladder, _experiment(small_dial))
+    assert ap.chis == [1, 2] and ap.bound.shape == (2, 2)
+    b, j, chi = 0, 1, 2
+    s, nb, e = small_dial.settings, small_dial.nbetas[b], small_dial.eps[b]
+    pop = constants(small_model, ladder.modes, chi)
+    M = th.curvature(small_model, th.weighted_nll, th.population_data(ladder, chi)).spectral_norm
+    K = th.curvature(small_model, th.weighted_nll, th.population_data(ladder)).grad_norm
+    steps = np.arange(s["burn_in"] + 1, s["draws"] + 1)
+    a, bb = abs(1 - e * s["gamma"] / 2) + e * nb * M / 2, e * nb * pop.delta / 2
+    sep = bb * (1 - a ** steps) / (1 - a)
+    assert ap.bound[b, j] == pytest.approx(nb * (K * sep.mean() + 2 * pop.eps), rel=1e-6)
+    assert ap.contracts[b, j] == (nb * M < s["gamma"])
+    assert ap.resolving[b, j] == (ap.bound[b, j] <= 0.5)
+    assert ap.se_q[b] == pytest.approx(small_dial.llc_se[b, 0])
+
+
+def test_measure_false_runs_the_same_chains(ladder, small_model, small_dial):
+    """Without the probe rows the chains are the same (only δ_t and s_t are not recorded)."""
+    kw = dict(chis=[1, 2, ladder.modes.rank], nbetas=[30.0, 60.0], n=300, eps_nbeta=3e-3, **_DIAL)
+    lean = th.resolution_dial(small_model, ladder, measure=False, **kw)
+    assert np.allclose(lean.diff, small_dial.diff, rtol=0, atol=1e-9)
+    assert lean.steps["delta"] is None and lean.steps["lipschitz"] is None
+    assert np.allclose(lean.steps["gap"], small_dial.steps["gap"], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="measure=True"):
+        th.one_step_violations(lean)
+
+
+def test_fixed_step_and_per_temperature_step(ladder, small_model):
+    kw = dict(chis=[1, ladder.modes.rank], nbetas=[30.0, 60.0], n=300, **{**_DIAL, "draws": 12, "burn_in": 2})
+    fixed = th.resolution_dial(small_model, ladder, eps=1e-4, **kw)
+    assert fixed.eps == [1e-4, 1e-4] and fixed.settings["eps"] == [1e-4, 1e-4]
+    scaled = th.resolution_dial(small_model, ladder, eps_nbeta=3e-3, **kw)
+    assert scaled.eps == pytest.approx([1e-4, 5e-5])
+    assert np.allclose(fixed.diff[0], scaled.diff[0], rtol=0, atol=1e-12)      # the same step at nβ = 30
+    assert not np.allclose(fixed.diff[1], scaled.diff[1])
+    with pytest.raises(ValueError, match="exactly one"):
+        th.resolution_dial(small_model, ladder, eps=1e-4, eps_nbeta=3e-3, **kw)
+    with pytest.raises(ValueError, match="exactly one"):
+        th.resolution_dial(small_model, ladder, **kw)
+    with pytest.raises(ValueError, match="'eps'"):
+        th.resolution_dial(small_model, ladder, eps=-1.0, **kw)
+
+
+def test_mixing_diagnostics_of_the_grid(small_dial):
+    assert small_dial.rhat.shape == (2, 4) and small_dial.ess.shape == (2, 4, 3)
+    assert np.all(np.isfinite(small_dial.rhat)) and np.all(small_dial.ess > 0)
+    assert np.all(small_dial.ess <= small_dial.settings["draws"] - small_dial.settings["burn_in"] + 1e-9)
+    assert np.allclose(small_dial.llc_se[:, 0], np.std(small_dial.per_chain[:, 0], axis=-1, ddof=1) / np.sqrt(3))
+
+
+def test_critical_points_best_ratio_and_rows():
+    cp = th.CriticalPoints([1, 3, 12], np.array([0.5, 0.2, 0.05]), np.array([-1.0, 0.0, 0.5]), np.zeros(3), 1.0, 0.5, 0.0)
+    assert cp.best_ratio == pytest.approx(0.2)                        # the rank (12), smaller here, is left out
+    assert [r["ratio to L's"] for r in cp.rows()] == pytest.approx([0.5, 0.2, 0.05])
+
+
+def test_prediction_holds_and_ratio_by_hand():
+    """Within z s.e. + 10% of the prediction's size: 104 ± 0 vs 100 holds, 111 does not; 1.2 ± 0.1 (s.e. 0.1/√2 · ...)
+    against 1.0 holds only through its standard error."""
+    per_chain = np.array([[[104.0, 104.0], [111.0, 111.0], [1.1, 1.3], [1.5, 1.5]]])      # (B=1, K=4, C=2)
+    dial = th.Dial([1, 2, 3], [10.0], None, per_chain[:, 0].mean(-1), None, None, None, [], None, {}, 0.0,
+                   per_chain=per_chain)
+    predicted = np.array([[100.0, 100.0, 1.0, 1.0]])
+    e = th.DialExperiment("m", 1.0, [1.0], {}, dial, None, predicted, None, [], "", 0.5, 2.0)
+    assert e.prediction_holds().tolist() == [[True, False, True, False]]
+    assert e.prediction_holds(z=0.0).tolist() == [[True, False, False, False]]
+    assert e.prediction_ratio() == pytest.approx([1.04])
+    assert e.prediction_z()[0, 2] == pytest.approx(0.2 / 0.1)

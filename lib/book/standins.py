@@ -136,11 +136,12 @@ def standin_config(vocab_size: int, context: int = 2048):
 
 
 def build(cache: Path | str, resources: HubResources | None = None, *, vocab_size: int = 2048,
-          dataset_mb: float = 2.0, context: int = 2048, seed: int = 0, documents: list[str] | None = None) -> dict:
+          dataset_mb: float = 2.0, context: int = 2048, seed: int = 0, documents) -> dict:
     """Write the stand-ins of ``resources`` (default: :func:`hub_resources`) into the hub cache ``cache``.
 
     The tokenizer is trained on, and the datasets hold, the first ``dataset_mb`` megabytes of
-    ``documents`` (default: the book's offline corpus).
+    ``documents`` (an iterable of texts; ``scripts/hub_standins.py`` passes the book's offline corpus, so
+    that this machinery module needs nothing of ``lib.text``).
 
     Returns a summary ``{"models": {repo: [revisions]}, "datasets": [...], "cache": str}``. Deterministic
     given ``seed``: the same call writes the same files.
@@ -149,8 +150,6 @@ def build(cache: Path | str, resources: HubResources | None = None, *, vocab_siz
     from transformers import GPTNeoXForCausalLM
     from transformers.utils import logging as hf_logging
 
-    from ..text.corpus import load_corpus
-
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 300:
         raise ValueError(f"parameter 'vocab_size' must be an integer >= 300 (bytes and merges); got {vocab_size!r}")
     if not dataset_mb > 0:
@@ -158,7 +157,9 @@ def build(cache: Path | str, resources: HubResources | None = None, *, vocab_siz
     cache = Path(cache).expanduser()
     cache.mkdir(parents=True, exist_ok=True)
     resources = resources or hub_resources()
-    source = documents if documents is not None else load_corpus("default").documents
+    if documents is None or isinstance(documents, str):
+        raise ValueError("parameter 'documents' must be an iterable of texts (the corpus the stand-ins hold)")
+    source = documents
     documents, size = [], 0
     for doc in source:
         documents.append(doc)

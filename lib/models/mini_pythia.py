@@ -168,7 +168,7 @@ def _atomic_json(path: Path, obj) -> None:
 def _train_one(workdir: Path, *, size: str, train_tokens: np.ndarray, heldout_tokens: np.ndarray,
                vocab_size: int, context_length: int, steps: int, batch_size: int, lr: float,
                warmup_steps: int, seed: int, device: torch.device, checkpoint_steps: list[int],
-               eval_batches: int, progress: bool, stop_after: int | None) -> None:
+               eval_batches: int, progress: bool, stop_after: int | None, resume_every_s: float) -> None:
     """Train one size into ``workdir`` (the cache's partial directory), resuming if it can."""
     from transformers import GPTNeoXForCausalLM
 
@@ -209,6 +209,17 @@ def _train_one(workdir: Path, *, size: str, train_tokens: np.ndarray, heldout_to
                    "checkpoint_wall_s": [], "complete": False}
         start = None  # step 0 still to be checkpointed
 
+    last_save = [time.perf_counter()]
+
+    def save_resume_state(step: int) -> None:
+        """Everything a resumed run needs to continue after ``step`` exactly as an uninterrupted one."""
+        tmp = resume_path.with_name("resume.pt.tmp")
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "history": history, "step": step}, tmp)
+        os.replace(tmp, resume_path)
+        last_save[0] = time.perf_counter()
+
     def checkpoint(step: int, wall: float) -> None:
         model.eval()
         history["checkpoint_step"].append(step)
@@ -218,11 +229,7 @@ def _train_one(workdir: Path, *, size: str, train_tokens: np.ndarray, heldout_to
         with causal_lm.quiet_transformers():
             model.save_pretrained(workdir / "checkpoints" / f"step-{step:06d}")
         _atomic_json(history_path, history)
-        tmp = resume_path.with_name("resume.pt.tmp")
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-                    "history": history, "step": step}, tmp)
-        os.replace(tmp, resume_path)
+        save_resume_state(step)
 
     wall0 = time.perf_counter() - (history["checkpoint_wall_s"][-1] if history["checkpoint_wall_s"] else 0.0)
     if start is None:
@@ -250,6 +257,8 @@ def _train_one(workdir: Path, *, size: str, train_tokens: np.ndarray, heldout_to
             bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", refresh=False)
         if step in todo:
             checkpoint(step, time.perf_counter() - wall0)
+        elif time.perf_counter() - last_save[0] >= resume_every_s:  # an interrupt loses at most this much
+            save_resume_state(step)
         if stop_after is not None and step >= stop_after:
             bar.close()
             raise _Interrupted(f"training of {size} stopped after step {step} (simulated interruption)")
@@ -301,7 +310,8 @@ class Suite:
 def train_suite(train_tokens: np.ndarray, heldout_tokens: np.ndarray, *, sizes, vocab_size: int,
                 context_length: int, steps: int, batch_size: int = 32, lr: float = 1e-3,
                 warmup_steps: int = 10, seed: int = 0, device="auto", n_checkpoints: int = 8,
-                eval_batches: int = 4, progress: bool = True, _stop_after: int | None = None) -> Suite:
+                eval_batches: int = 4, progress: bool = True, resume_every_s: float = 30.0,
+                _stop_after: int | None = None) -> Suite:
     """Train a mini Pythia suite on one token stream, or load it from the cache.
 
     ``train_tokens``/``heldout_tokens``: 1-D integer arrays, each a concatenated token
@@ -320,9 +330,10 @@ def train_suite(train_tokens: np.ndarray, heldout_tokens: np.ndarray, *, sizes, 
     every hyperparameter, the training dtype and the library versions. In it:
     ``checkpoints/step-XXXXXX/`` (``save_pretrained``, safetensors) at every step of
     :func:`log_spaced_steps` (step 0 included) and ``history.json``. While training, a
-    resume state ``resume.pt`` (model, optimizer, scheduler, step) is rewritten atomically
-    at every checkpoint; a crashed run resumes from it on the next call and ends with the
-    same weights and history as an uninterrupted one. The held-out loss at each
+    resume state ``resume.pt`` (model, optimizer, scheduler, random state, step) is rewritten
+    atomically at every checkpoint and at least every ``resume_every_s`` seconds of training,
+    so an interrupt loses at most that much; a crashed run resumes from it on the next call and
+    ends with the same weights and history as an uninterrupted one. The held-out loss at each
     checkpoint is :meth:`lib.models.causal_lm.CausalLM.heldout_loss` on ``eval_batches * batch_size``
     fixed windows.
 
@@ -352,6 +363,8 @@ def train_suite(train_tokens: np.ndarray, heldout_tokens: np.ndarray, *, sizes, 
     seed = _positive_int("seed", seed, 0)
     n_checkpoints = _positive_int("n_checkpoints", n_checkpoints, 2)
     eval_batches = _positive_int("eval_batches", eval_batches, 1)
+    if isinstance(resume_every_s, bool) or not isinstance(resume_every_s, (int, float)) or not resume_every_s >= 0:
+        raise ValueError(f"parameter 'resume_every_s' must be a number of seconds >= 0; got {resume_every_s!r}")
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"parameter 'lr' must be a positive finite number; got {lr!r}")
     lr = float(lr)
@@ -382,7 +395,7 @@ def train_suite(train_tokens: np.ndarray, heldout_tokens: np.ndarray, *, sizes, 
                        vocab_size=vocab_size, context_length=context_length, steps=steps,
                        batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, seed=seed, device=device,
                        checkpoint_steps=checkpoint_steps, eval_batches=eval_batches, progress=progress,
-                       stop_after=_stop_after)
+                       stop_after=_stop_after, resume_every_s=resume_every_s)
 
         directory = cache.cached("mini-pythia", params, compute, fmt="dir", sources=[sys.modules[__name__], causal_lm])
         suite.directory[size] = Path(directory)

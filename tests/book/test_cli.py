@@ -53,13 +53,15 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args, message", BAD_INPUT)
 def test_cli_refuses_before_running(args, message, tmp_path):
-    """Each bad input: exit status 2, one line naming the parameter, what is allowed and what was given, in < 5 s."""
-    proc, wall = run_cli("run", *args, "--out", str(tmp_path))
+    """Each bad input: exit status 2, one line naming the parameter, what is allowed and what was given, before
+    any kernel starts (nothing written, no "executing" line; the time it takes is measured in
+    benchmarks/bench_cli.py, not here, so that a loaded machine cannot fail it)."""
+    proc, _ = run_cli("run", *args, "--out", str(tmp_path))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not any(tmp_path.iterdir())  # nothing executed, nothing written
-    assert wall < 5
+    assert "executing" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
@@ -67,14 +69,14 @@ def test_out_naming_a_file_is_refused_before_running(tmp_path):
     target = tmp_path / "a-file"
     target.write_text("not a folder")
     proc, wall = run_cli("run", "hilbert", "--out", str(target))
-    assert proc.returncode == 2 and wall < 5 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "--out: allowed values are a folder (existing or new)" in proc.stderr and "executing" not in proc.stdout
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_cli_refuses_cuda_without_a_gpu(tmp_path):
     proc, wall = run_cli("run", "hilbert", "-p", "device", "cuda", "--out", str(tmp_path))
-    assert proc.returncode == 2 and wall < 5
+    assert proc.returncode == 2
     assert proc.stderr.startswith("error: parameter 'device': allowed values are one of 'auto', 'cpu', 'cuda'; got "
                                   "'cuda' (str): ") and proc.stderr.endswith("; use 'auto' or 'cpu'\n")
     assert len(proc.stderr.splitlines()) == 1

@@ -168,18 +168,20 @@ def test_determinism_and_resume(tmp_path, monkeypatch):
     assert _comparable(a.history["p-tiny"]) == _comparable(b.history["p-tiny"])
     _assert_same_weights(a, b, "p-tiny")
 
-    # interrupted after step 11 (last checkpoint before it: step 8), then resumed
+    # interrupted after step 11, then resumed: from the last checkpoint (step 8) when the resume state is
+    # saved at checkpoints only, from step 11 itself when it is saved every step (resume_every_s = 0)
     assert a.checkpoint_steps == [0, 1, 3, 8, 24]
-    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / "c"))
-    with pytest.raises(mini_pythia._Interrupted):
-        train_suite(TRAIN, HELDOUT, **SMALL, _stop_after=11)
-    partial = next((tmp_path / "c" / "mini-pythia").glob("*.partial"))
-    state = torch.load(partial / "resume.pt", weights_only=False)
-    assert state["step"] == 8 and len(state["history"]["train_loss"]) == 8
-    resumed = train_suite(TRAIN, HELDOUT, **SMALL)
-    assert not partial.exists() and not (resumed.directory["p-tiny"] / "resume.pt").exists()
-    assert _comparable(resumed.history["p-tiny"]) == _comparable(a.history["p-tiny"])
-    _assert_same_weights(a, resumed, "p-tiny")
+    for folder, every, resumed_from in (("c", float("inf"), 8), ("d", 0.0, 11)):
+        monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / folder))
+        with pytest.raises(mini_pythia._Interrupted):
+            train_suite(TRAIN, HELDOUT, **SMALL, resume_every_s=every, _stop_after=11)
+        partial = next((tmp_path / folder / "mini-pythia").glob("*.partial"))
+        state = torch.load(partial / "resume.pt", weights_only=False)
+        assert state["step"] == resumed_from and len(state["history"]["train_loss"]) == resumed_from
+        resumed = train_suite(TRAIN, HELDOUT, **SMALL)
+        assert not partial.exists() and not (resumed.directory["p-tiny"] / "resume.pt").exists()
+        assert _comparable(resumed.history["p-tiny"]) == _comparable(a.history["p-tiny"])
+        _assert_same_weights(a, resumed, "p-tiny")
 
 
 @pytest.mark.parametrize("change, match", [
@@ -198,6 +200,7 @@ def test_determinism_and_resume(tmp_path, monkeypatch):
     (dict(heldout_tokens=HELDOUT - 1), "'heldout_tokens' holds a negative token id"),
     (dict(heldout_tokens=HELDOUT[:5]), "'heldout_tokens' needs at least"),
     (dict(device="tpu"), "'device' must be one of"),
+    (dict(resume_every_s=-1), "'resume_every_s' must be a number of seconds >= 0"),
 ])
 def test_validation_before_training(tmp_path, change, match):
     kwargs = {**SMALL, "train_tokens": TRAIN, "heldout_tokens": HELDOUT, **change}

@@ -1,0 +1,163 @@
+"""λ̂ of a locally quadratic loss: what SGLD's LLC estimator computes when the loss is its Taylor model.
+
+Near w*, L_n(w* + u) ≈ L_n(w*) + gᵀu + ½uᵀHu. Under the localised tempered posterior of Chen &
+Murfet §2.4 (density ∝ exp(−nβL_n(w) − (γ/2)‖w − w*‖²)) and under SGLD's iterates (eq. 12) the
+parameters are then Gaussian, and the estimator λ̂ = nβ(E[L_n(w)] − L_n(w*)) has a closed form in
+the eigenvalues h_i of H and the coordinates g̃_i of g in its eigenvectors (:func:`quadratic_llc`).
+With a_i = nβh_i + γ the posterior's value is
+
+    λ̂ = ½ Σ_i nβh_i / a_i − ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i²:
+
+a count of the directions the data confine (each adds ½ once nβh_i ≫ γ) minus a drift off a w*
+that is not a critical point. The chapter "LLC theorems" sets it beside the measured λ̂
+(:class:`lib.llc_theorems.DialExperiment`): where it holds, λ̂ measures curvature at the
+resolution γ/nβ.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import llc
+from .book.device import torch_threads
+
+
+def flat_loss(model: nn.Module, loss_fn, data):
+    """(f, w0): the mean loss as a function of the flat parameter vector (the sampler's own
+    flattening, :class:`lib.llc.FlatParameters`), and the model's own parameters."""
+    from torch.func import functional_call
+
+    wrapper, flat = llc.LossModule(model, loss_fn), llc.FlatParameters(model)
+
+    def f(w: torch.Tensor) -> torch.Tensor:
+        return functional_call(wrapper, flat.unflatten(w), tuple(data)).mean()
+
+    return f, flat.w0
+
+
+@dataclass
+class LocalQuadratic:
+    """The second-order Taylor model of each target's empirical loss at w*,
+    L_n^(k)(w* + u) ≈ L_n^(k)(w*) + g_kᵀu + ½uᵀH_k u: ``eigenvalues[k]`` (d,) of H_k (ascending)
+    and ``gradient[k]`` (d,) the coordinates of g_k in H_k's eigenvectors (k = 0: q, then one
+    per χ, in the order of :func:`history_data`)."""
+
+    eigenvalues: np.ndarray
+    gradient: np.ndarray
+
+    @property
+    def dimension(self) -> int:
+        return int(self.eigenvalues.shape[-1])
+
+    @property
+    def curvature(self) -> float:
+        """The largest |Hessian eigenvalue| over the targets: the stiffest direction a step must resolve."""
+        return float(np.max(np.abs(self.eigenvalues)))
+
+    def llc(self, k: int, *, nbeta: float, gamma: float, eps: float | None = None, burn_in: int = 0,
+            draws: int | None = None) -> float:
+        """:func:`quadratic_llc` of target k."""
+        return quadratic_llc(self.eigenvalues[k], self.gradient[k], nbeta=nbeta, gamma=gamma, eps=eps,
+                             burn_in=burn_in, draws=draws)
+
+
+def local_quadratics(model: nn.Module, datas, max_dimension: int = 6000, loss_fn=None) -> LocalQuadratic:
+    """Hessians and gradients at the model's parameters w* of the mean losses ``loss_fn(model, data)``
+    for each data in ``datas`` (default: the per-history data (rows, W_k) and loss of
+    :func:`lib.llc_theorems.history_data` and :func:`lib.llc_theorems.history_nll`), as
+    :class:`LocalQuadratic`. Dense Hessians by reverse-over-reverse differentiation (d² entries
+    each; refused above ``max_dimension`` parameters before any work), one torch thread."""
+    d = sum(p.numel() for p in model.parameters())
+    if d > max_dimension:
+        raise ValueError(f"local_quadratics forms dense {d} × {d} Hessians; the model has more than "
+                         f"max_dimension = {max_dimension} parameters")
+    import scipy.linalg
+
+    if loss_fn is None:
+        from .llc_theorems import history_nll as loss_fn
+    eigenvalues, gradient = [], []
+    with torch_threads(1):
+        for data in datas:
+            f, w0 = flat_loss(model, loss_fn, data)
+            w0 = w0.detach().to(torch.float64)
+            H = torch.func.jacrev(torch.func.jacrev(f))(w0).detach().numpy()
+            g = torch.func.grad(f)(w0).detach().numpy()
+            ev, Q = scipy.linalg.eigh(0.5 * (H + H.T), driver="evd")          # divide and conquer: the fastest here
+            eigenvalues.append(ev)
+            gradient.append(Q.T @ g)
+    return LocalQuadratic(np.array(eigenvalues), np.array(gradient))
+
+
+def _power_sums(x: np.ndarray, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """S1 = Σ_t r^t and S2 = Σ_t r^{2t} over t = start..start + count − 1, with r = 1 − x,
+    computed through log1p/expm1 where 0 < r (so that a tiny x keeps its digits)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = []
+    for power, one_minus in ((1, x), (2, x * (2 - x))):
+        with np.errstate(all="ignore"):
+            smooth = x < 1
+            log_rho = power * np.log1p(-np.where(smooth, x, 0.0))
+            head = np.where(smooth, np.exp(start * log_rho), np.power((1 - x) ** power, start))
+            tail = np.where(smooth, -np.expm1(count * log_rho), 1 - np.power((1 - x) ** power, count))
+            s = np.where(one_minus == 0, float(count), head * tail / np.where(one_minus == 0, 1.0, one_minus))
+        out.append(s)
+    return out[0], out[1]
+
+
+def quadratic_llc(eigenvalues, gradient, *, nbeta: float, gamma: float, eps: float | None = None,
+                  burn_in: int = 0, draws: int | None = None) -> float:
+    """λ̂ = nβ (E[L_n(w)] − L_n(w*)) when L_n is its Taylor model at w*, L_n(w* + u) − L_n(w*) =
+    gᵀu + ½uᵀHu (``eigenvalues`` h_i of H, ``gradient`` g̃ = g in H's eigenbasis), under the
+    localised tempered posterior of Chen & Murfet §2.4 (eq. 12's SGLD). With a_i = nβh_i + γ:
+
+    * ``eps`` None: the posterior itself (Gaussian, precision nβH + γ, mean −nβ(nβH + γ)⁻¹g),
+
+          λ̂ = ½ Σ_i nβh_i / a_i − ½ (nβ)² Σ_i g̃_i² (nβh_i + 2γ) / a_i²       (NaN unless every a_i > 0);
+
+    * ``eps`` given, ``draws`` None: SGLD's stationary law at step ε (per direction the mean
+      −nβg̃_i/a_i and the variance 1/(a_i (1 − εa_i/4)); NaN unless 0 < εa_i < 4);
+    * ``eps`` and ``draws`` given: the expectation of the estimator SGLD computes, chains started
+      at w* and the loss averaged over steps t = burn_in..draws − 1: per direction the mean
+      m_t = b(1 − r^t)/(1 − r) and the variance v_t = ε(1 − r^{2t})/(1 − r²), with r = 1 − εa_i/2
+      and b = −εnβg̃_i/2, so that E[L_n(w_t) − L_n(w*)] = Σ_i g̃_i m_t + ½h_i(m_t² + v_t).
+
+    Exact for a quadratic loss; for a model, a prediction whose error is the loss's Taylor
+    remainder over the region the chains visit."""
+    h = np.asarray(eigenvalues, dtype=np.float64)
+    g = np.asarray(gradient, dtype=np.float64)
+    if h.shape != g.shape or h.ndim != 1:
+        raise ValueError(f"eigenvalues and gradient must be vectors of one length; got {h.shape} and {g.shape}")
+    nbeta, gamma = float(nbeta), float(gamma)
+    a = nbeta * h + gamma
+    if eps is None:
+        if draws is not None or burn_in:
+            raise ValueError("a finite run (draws, burn_in) needs its step 'eps'")
+        if np.any(a <= 0):
+            return float("nan")
+        return float(0.5 * np.sum(nbeta * h / a) - 0.5 * nbeta ** 2 * np.sum(g ** 2 * (nbeta * h + 2 * gamma) / a ** 2))
+    eps = float(eps)
+    x = eps * a / 2                                       # r = 1 − x per direction
+    b = -eps * nbeta * g / 2
+    if draws is None:
+        if np.any((x <= 0) | (x >= 2)):
+            return float("nan")
+        mean = b / x
+        return float(nbeta * np.sum(g * mean + 0.5 * h * (mean ** 2 + eps / (x * (2 - x)))))
+    burn_in, draws = int(burn_in), int(draws)
+    T = draws - burn_in
+    if burn_in < 0 or T < 1:
+        raise ValueError(f"need 0 <= burn_in < draws; got burn_in = {burn_in}, draws = {draws}")
+    squares = lambda m: m * (m + 1) * (2 * m + 1) / 6.0          # Σ_{t ≤ m} t²
+    sum_t, sum_t2 = T * (burn_in + draws - 1) / 2.0, squares(draws - 1.0) - squares(burn_in - 1.0)
+    S1, S2 = _power_sums(x, burn_in, T)
+    zero = x == 0
+    xs = np.where(zero, 1.0, x)
+    with np.errstate(all="ignore"):
+        sum_m = np.where(zero, b * sum_t, b * (T - S1) / xs)
+        sum_m2 = np.where(zero, b ** 2 * sum_t2, b ** 2 * (T - 2 * S1 + S2) / xs ** 2)
+        flat = zero | (x == 2)                                # r² = 1: v_t = εt
+        sum_v = np.where(flat, eps * sum_t, eps * (T - S2) / np.where(flat, 1.0, x * (2 - x)))
+    return float(nbeta / T * np.sum(g * sum_m + 0.5 * h * (sum_m2 + sum_v)))

@@ -1,0 +1,300 @@
+"""The experiments of the chapter "Modes", each a function returning a result object.
+
+The mathematics lives in :mod:`lib.modes` (modes, propensities, the mode basis, the effective
+distribution, principal angles) and :mod:`lib.languages` (the exact languages). This module runs
+it over the chapter's languages and orders (k, l) and gathers what the chapter records, draws and
+tabulates, so that each chapter cell is a call, a few records and a table or a figure:
+
+* :func:`planted_readback` — planted bigrams are modes with σ = √q(S) (Lemmas 5.2, 5.6);
+* :func:`identity_checks`, :func:`adjoint_checks` — the identities of §4.3–4.4 (Lemma 4.10,
+  Lemma 4.14, eq. 41, Parseval) and of Remark 4.11 on every (language, (k, l));
+* :func:`literal_family_study` — whether the paper's literal truncation span{e_αβ : α < χ}
+  contains any conditional distribution;
+* :func:`truncation_study` — the effective true distribution q^(χ) (Def. 4.16, the book's
+  Choice) against the naive truncation (Remark 4.18);
+* :func:`simultaneous_truncation_study` — whether truncating each (k, l) on its own keeps the
+  language condition (Remark 4.19);
+* :func:`history_ladder` — modes at history length k against k + 1 (beyond the paper; Remark 5.12).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .book.tables import Raw
+from .modes import Modes, compare_history_lengths, planted_mode_errors, truncated_family
+
+MODE_BASIS_MAX_ENTRIES = 2 * 10 ** 7  # the mode basis's Gram matrix has (|Σ^k||Σ^l|)^2 entries: checked up to this
+NUMERICAL_ZERO = 1e-9  # a KL difference or a truncation's move counts when above this (the solver's accuracy)
+
+
+def case_label(name: str, kl) -> str:
+    """'corpus (2, 1)': a language and its (k, l)."""
+    return f"{name} ({kl[0]}, {kl[1]})"
+
+
+# --- errors of several identities over several cases --------------------------------------------
+
+@dataclass
+class CaseErrors:
+    """Errors of identities (0 in exact arithmetic) over cases: ``errors[case][identity]``.
+    An identity may be missing from a case where it was not checked."""
+
+    errors: dict = field(default_factory=dict)
+
+    def cases(self, identity: str) -> list[str]:
+        return [case for case, errs in self.errors.items() if errs.get(identity) is not None]
+
+    def largest(self, identity: str) -> float:
+        """The largest error of ``identity`` over the cases that check it."""
+        return max(float(self.errors[case][identity]) for case in self.cases(identity))
+
+    def worst_case(self, identity: str) -> str:
+        return max(self.cases(identity), key=lambda case: float(self.errors[case][identity]))
+
+    def largest_overall(self) -> float:
+        return max(float(v) for errs in self.errors.values() for v in errs.values() if v is not None)
+
+    def summary(self, identities: dict) -> list[dict]:
+        """One row per identity (``identities``: key → what it says): the cases checked, the largest
+        error and the case where it occurs."""
+        return [{"identity": what, "cases": len(self.cases(key)), "largest error": self.largest(key),
+                 "where": self.worst_case(key)} for key, what in identities.items() if self.cases(key)]
+
+
+IDENTITIES = {"reconstruction": Raw(r"$\sum_\alpha\sigma_\alpha u_\alpha\tilde v_\alpha^{\mathsf T}=M$ (the SVD)"),
+              "orthonormal_u": Raw(r"$U^{\mathsf T}U=I$"),
+              "orthonormal_v": Raw(r"$\langle v_\alpha,v_\beta\rangle_V=\delta_{\alpha\beta}$"),
+              "lemma_4_10": Raw(r"Lemma 4.10: $\sum_\alpha\rho_\alpha(y\mid x)=q(y\mid x)$"),
+              "parseval": Raw(r"Parseval: $\sum_\alpha\sigma_\alpha^2=\lVert q\rVert_H^2$"),
+              "lemma_4_14": Raw(r"Lemma 4.14: $e_{\alpha\beta}$ orthonormal"),
+              "eq_41": Raw(r"eq. (41): $\langle q,e_{\alpha\beta}\rangle_H=\sigma_\alpha\delta_{\alpha\beta}$")}
+ADJOINT = {"adjoint": Raw(r"$\langle Ca,b\rangle=\langle a,C^\dagger b\rangle_V$ (relative)"),
+           "gram": Raw(r"$CC^\dagger=MM^{\mathsf T}$ (relative to $\sigma_0^2$)"),
+           "triples": Raw(r"$Cv_\alpha=\sigma_\alpha u_\alpha$, $C^\dagger u_\alpha=\sigma_\alpha v_\alpha$")}
+
+
+def identity_checks(modes: dict) -> tuple[CaseErrors, dict]:
+    """:meth:`lib.modes.Modes.identity_errors` on every ``modes[(name, (k, l))]``, the mode basis
+    wherever its Gram matrix has at most ``MODE_BASIS_MAX_ENTRIES`` entries. Returns the errors
+    and, per case, the number of histories Lemma 4.10 was checked on."""
+    errors, histories = CaseErrors(), {}
+    for (name, kl), m in modes.items():
+        small = (m.shape[0] * m.shape[1]) ** 2 <= MODE_BASIS_MAX_ENTRIES
+        errs = m.identity_errors(mode_basis=small)
+        histories[case_label(name, kl)] = errs.pop("lemma_4_10_histories")
+        errors.errors[case_label(name, kl)] = errs
+    return errors, histories
+
+
+def adjoint_checks(modes: dict, seed: int) -> CaseErrors:
+    """:meth:`lib.modes.Modes.adjoint_errors` (Remark 4.11) on every ``modes[(name, (k, l))]``."""
+    return CaseErrors({case_label(name, kl): m.adjoint_errors(rng=seed) for (name, kl), m in modes.items()})
+
+
+# --- planted bigrams ---------------------------------------------------------------------------
+
+@dataclass
+class PlantedReadback:
+    """:func:`planted_readback`: the largest error of a planted triple (σ, u or ṽ; ``max_error``),
+    the largest |σ² − chosen q(S)| (``max_readback_error``), and the table's rows at one (k, l)."""
+
+    max_error: float
+    max_readback_error: float
+    rows: list
+
+
+def planted_readback(pairs, alphabet_size: int, absolute, collective, seed: int, table_order=(2, 1)) -> PlantedReadback:
+    """Plant absolute and collective bigrams of chosen probabilities q(S) on a random background
+    chain (``lib.languages.plant_bigrams``) at every (k, l) of ``pairs``, and find each in the
+    computed spectrum (``lib.modes.planted_mode_errors``): σ = √q(S), u = e_y, ṽ ∝ √q on S
+    (Lemmas 5.2, 5.6). The background is drawn from ``seed`` at every (k, l)."""
+    from .languages import plant_bigrams
+
+    chosen = [[p] for p in absolute] + [list(g) for g in collective]
+    errors, readback, rows = [], [], []
+    for kl in pairs:
+        lang = plant_bigrams(*kl, alphabet_size, absolute=absolute, collective=collective, rng=seed)
+        m = Modes.from_joint(lang.joint(*kl), zero_rows="drop")
+        found = planted_mode_errors(m, lang.predicted_modes())
+        errors += [max(f["sigma_error"], f["u_error"], f["v_error"], f["pair_error"]) for f in found]
+        readback += [abs(m.sigma[f["index"]] ** 2 - sum(c)) for f, c in zip(found, chosen)]
+        if tuple(kl) == tuple(table_order):
+            rows = [{"bigram": f["kind"], "chosen q(S)": sum(c), "mode α": f["index"] + 1,
+                     "σ": m.sigma[f["index"]], "σ²": m.sigma[f["index"]] ** 2, "|σ − √q(S)|": f["sigma_error"]}
+                    for f, c in zip(found, chosen)]
+    return PlantedReadback(max(errors), max(readback), rows)
+
+
+# --- truncation ----------------------------------------------------------------------------------
+
+@dataclass
+class LiteralFamilyStudy:
+    """:func:`literal_family_study`: per (language, (k, l)) the cutoffs 0 < χ < rank at which the
+    literal family is empty (``rows``), their total (``empty_cutoffs`` of ``total_cutoffs``), and
+    the largest difference between the two computations of the distance (``max_gap``)."""
+
+    rows: list
+    empty_cutoffs: int
+    total_cutoffs: int
+    max_gap: float
+
+
+def literal_family_study(modes: dict) -> LiteralFamilyStudy:
+    """:meth:`lib.modes.Modes.literal_family_distance` at every intermediate cutoff of every case: the
+    L²(q) distance of the constant function from the span of the top-χ features, by projection and
+    from the coordinates σ_α⟨u_α, 1⟩; the literal family holds a conditional only where it is 0."""
+    rows, gap = [], 0.0
+    for (name, kl), m in modes.items():
+        d = [m.literal_family_distance(c) for c in range(1, m.rank)]
+        gap = max([gap] + [abs(e["projection"] - e["spectral"]) for e in d])
+        rows.append({"language": name, "(k, l)": kl, "rank": m.rank, "cutoffs": len(d),
+                     "literal family empty": sum(e["empty"] for e in d),
+                     "distance at χ = 1": d[0]["projection"] if d else None})
+    return LiteralFamilyStudy(rows, sum(r["literal family empty"] for r in rows), sum(r["cutoffs"] for r in rows), gap)
+
+
+@dataclass
+class TruncationStudy:
+    """:func:`truncation_study` over named joints: the truncation curves (``curves[name]``) and what
+    the chapter reads off them (see the fields)."""
+
+    curves: dict
+    full_rank_error: float        # max |q^(rank) − q|
+    kl_max_increase: float        # max over χ of KL(q‖q^(χ+1)) − KL(q‖q^(χ))
+    chi0_mi_error: float          # max |KL(q‖q^(0)) − I(X;Y)|
+    max_suboptimality: float      # the solver's certified bound: max of λ²/2 + duality gap
+    max_kkt: float
+    all_optimal: bool
+    exact_one_early: int          # joints where q^(χ) = q already at χ = rank − 1
+    naive_below: int              # cutoffs where the clipped naive truncation's KL is lower by > 1e-9
+    naive_above: int              # ... higher by > 1e-9 (infinite included)
+    cutoffs: int
+    rows: list
+
+    def infinite(self, name: str) -> int:
+        """Cutoffs of joint ``name`` at which the clipped naive truncation has infinite KL."""
+        return int(np.isinf(self.curves[name].kl_naive).sum())
+
+
+def truncation_study(truncated: dict) -> TruncationStudy:
+    """The effective true distribution q^(χ) (Def. 4.16 with the book's Choice; ``Modes.effective``)
+    and the clipped naive truncation (Remark 4.18) at every cutoff of each ``truncated[name]``."""
+    curves = {name: m.truncation_curve() for name, m in truncated.items()}
+    infos = [i for c in curves.values() for i in c.infos]
+    below = {name: int(np.sum(c.kl_naive < c.kl_effective - NUMERICAL_ZERO)) for name, c in curves.items()}
+    rows = [{"joint": name, "rank": c.rank, "first χ with q^(χ) = q": c.first_exact(),
+             "I(X;Y) (nats)": truncated[name].mutual_information(), "χ with naive KL = ∞": int(np.isinf(c.kl_naive).sum()),
+             "χ with naive KL lower": below[name], "max negative mass": c.negative_mass.max()}
+            for name, c in curves.items()]
+    return TruncationStudy(
+        curves,
+        full_rank_error=max(float(np.abs(m.effective(m.rank) - m.conditional).max()) for m in truncated.values()),
+        kl_max_increase=max(c.max_increase for c in curves.values()),
+        chi0_mi_error=max(abs(c.kl_effective[0] - truncated[name].mutual_information()) for name, c in curves.items()),
+        max_suboptimality=max(i.newton_decrement ** 2 / 2 + i.duality_gap for i in infos),
+        max_kkt=max(i.kkt_residual for i in infos), all_optimal=all(i.status == "optimal" for i in infos),
+        exact_one_early=sum(c.first_exact() == c.rank - 1 for c in curves.values()),
+        naive_below=sum(below.values()),
+        naive_above=int(sum(np.sum(c.kl_naive > c.kl_effective + NUMERICAL_ZERO) for c in curves.values())),
+        cutoffs=int(sum(len(c.chis) for c in curves.values())), rows=rows)
+
+
+LAST_POSITION = Raw(r"$\sum_{\rm last}\tilde A_3-\tilde A_2$")  # a column of the simultaneous-truncation table
+
+
+@dataclass
+class SimultaneousTruncation:
+    """:func:`simultaneous_truncation_study`: one row per (language, χ) and, over the rows where the
+    truncation moved the joints, the largest ratio of the language-condition defect to that move
+    (``worst_ratio``); over the rows where it moved nothing, the largest defect (``control``)."""
+
+    rows: list
+    worst_ratio: float
+    control: float
+
+    def smallest_defect(self, language: str) -> float | None:
+        """The smallest defect (violation of Def. 3.2 or disagreement) of ``language`` over the cutoffs
+        that truncate something; None if none does."""
+        defects = [max(r[LAST_POSITION], r["Ã₃ from (1, 2) − from (2, 1)"]) for r in self.rows
+                   if r["language"] == language and r["|Ã − A|"] > NUMERICAL_ZERO]
+        return min(defects) if defects else None
+
+
+def simultaneous_truncation_study(languages: dict, chis, orders) -> SimultaneousTruncation:
+    """``lib.modes.truncated_family`` of each ``languages[name]`` at each cutoff: are the separately
+    truncated joints Ã_{k+l}(xy) = q(x) q^(χ)(y|x) of ``orders`` still a language (Remark 4.19)?"""
+    rows, worst, control = [], 0.0, 0.0
+    for name, language in languages.items():
+        for chi in chis:
+            tf = truncated_family(language, chi, orders)
+            if tf.truncation_size > NUMERICAL_ZERO:
+                worst = max(worst, tf.max_violation / tf.truncation_size)
+            else:
+                control = max(control, tf.max_violation)
+            rows.append({"language": name, "χ": chi, "χ solved per (k, l)": list(tf.chi_used.values()),
+                         LAST_POSITION: max(tf.language_violation.values()),
+                         "Ã₃ from (1, 2) − from (2, 1)": max(tf.agreement.values()),
+                         "|Ã − A|": tf.truncation_size})
+    return SimultaneousTruncation(rows, worst, control)
+
+
+# --- modes across history lengths ------------------------------------------------------------------
+
+@dataclass
+class HistoryLadder:
+    """:func:`history_ladder`: the modes of each language at k = 1, …, K (``ladder[name]``) and the
+    comparison of each step k → k + 1 (``comparisons[name]``, ``lib.modes.HistoryComparison``)."""
+
+    ks: list
+    ladder: dict
+    comparisons: dict
+    continuation_length: dict
+
+    @property
+    def sigma_drop(self) -> float:
+        """max over languages, steps and α of σ_α^(k) − σ_α^(k+1) (≤ 0 for a stationary source)."""
+        return max(c.sigma_drop for cs in self.comparisons.values() for c in cs)
+
+    @property
+    def lift_error(self) -> float:
+        """The largest error of the lift J: of JᵀJ = I and of M_{k+1} J = M_k."""
+        return max(max(c.isometry_error, c.intertwining_error) for cs in self.comparisons.values() for c in cs)
+
+    def left_angle(self, name: str, ranks=(1, 2, 3)) -> list[float]:
+        """Per step, the largest principal angle between the top-r left subspaces, over ``ranks``."""
+        return [max(float(c.left_angles[r].max()) for r in ranks if r in c.left_angles) for c in self.comparisons[name]]
+
+    def inheritance_error(self, orders: dict) -> float:
+        """Once k reaches a language's Markov order (``orders[name]``): the largest principal angle
+        (left and lifted right, every r) and the largest |Δσ| over the steps from that k on."""
+        steps = [c for name, order in orders.items() for k, c in zip(self.ks, self.comparisons[name]) if k >= order]
+        return max(max([float(np.max(a)) for a in list(c.left_angles.values()) + list(c.right_angles.values())]
+                       + [float(np.abs(c.sigma_short - c.sigma_long[:len(c.sigma_short)]).max())]) for c in steps)
+
+    def spectra_rows(self) -> list[dict]:
+        return [{"language": name, "k → k+1": f"{k} → {k + 1}", "l": self.continuation_length[name],
+                 "max σ^(k) − σ^(k+1)": c.sigma_drop, "leakage": c.leakage}
+                for name, cs in self.comparisons.items() for k, c in zip(self.ks, cs)]
+
+    def angle_rows(self, ranks) -> list[dict]:
+        """Per language, step and side (left; right, lifted), the largest principal angle at each r."""
+        rows = []
+        for name, cs in self.comparisons.items():
+            for k, c in zip(self.ks, cs):
+                for side, angles in (("left", c.left_angles), ("right", c.right_angles)):
+                    rows.append({"language": name, "k → k+1": f"{k} → {k + 1}", "side": side,
+                                 **{f"r = {r}": float(angles[r].max()) if r in angles else None for r in ranks}})
+        return rows
+
+
+def history_ladder(languages: dict, continuation_length: dict, max_history: int, ranks=(1, 2, 3, 5)) -> HistoryLadder:
+    """Modes of C_{k,l} for k = 1, …, ``max_history`` (l = ``continuation_length[name]``) and
+    ``lib.modes.compare_history_lengths`` between consecutive k, for each named language."""
+    ks = list(range(1, max_history + 1))
+    ladder = {name: [Modes.from_joint(languages[name].joint(k, l), zero_rows="drop") for k in ks]
+              for name, l in continuation_length.items()}
+    comparisons = {name: [compare_history_lengths(a, b, languages[name].alphabet_size, ranks=ranks)
+                          for a, b in zip(ms[:-1], ms[1:])] for name, ms in ladder.items()}
+    return HistoryLadder(ks, ladder, comparisons, dict(continuation_length))

@@ -1,0 +1,616 @@
+"""Experiments of the chapter "Geometry of next-token prediction", built on :mod:`lib.ntp`.
+
+The papers: Thrampoulidis, *Implicit Bias of Next-token Prediction* (NeurIPS 2024,
+"NeurIPS'24"), and Zhao, Behnia, Vakilian & Thrampoulidis, *Implicit Geometry of Next-token
+Prediction* (COLM 2024, "COLM'24"), as summarised in the talk of seed 004 (slide titles in
+quotes). Each function runs one part of the chapter and returns a result object whose
+``rows`` are the chapter's table:
+
+* the corpus contexts and the entropy identity (:func:`corpus_contexts`, :func:`ce_identity_error`);
+* the linear model of NeurIPS'24 App. A.2: gradient descent against Thm 2 and against the
+  convex-smooth bound (:func:`linear_experiment`), and where overparameterisation stops
+  (:func:`overparameterisation_scan`);
+* the UFM's regularisation path (:func:`path_readout`) and the tightness of its logit-space
+  relaxation (:func:`ufm_tightness`);
+* the closed form for all k-subset supports (:func:`ksubset_experiment`);
+* a transformer against the prediction (the talk's "Experiment"): training and read-out
+  (:func:`train_transformer`), the same architecture untrained as the control
+  (:func:`untrained_readouts`), the geometry read-outs (:func:`cosine_matrix`,
+  :func:`offdiag_corr`, :func:`permutation_null`) and the comparisons
+  (:func:`compare_geometries`); subspace collapse (:func:`subspace_collapse`);
+* the open question d < V (:func:`logit_spectra`, :func:`effective_rank`).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import scipy.special
+
+from .book.device import torch_threads
+from .ntp import (NTPData, NTPError, LinearGeometry, cross_entropy, extract_contexts,
+                  gd_excess_bound, gd_linear, k_subsets, kl_terms, l_star, linear_geometry, linear_w_mm,
+                  ntp_svm_first_order, path_excess_bound, project_F, separability, solve_ntp_svm, ufm_factors,
+                  ufm_objective, ufm_path, ufm_train, word_stream)
+
+__all__ = [
+    "CorpusContexts", "corpus_contexts", "ce_identity_error", "LinearRun", "linear_experiment", "OverparamScan",
+    "overparameterisation_scan", "PathRun", "path_readout", "ufm_tightness", "KSubsetRun", "ksubset_experiment",
+    "train_transformer", "untrained_readouts", "cosine_matrix", "offdiag_corr", "permutation_null",
+    "compare_geometries", "PAIRS", "GeometryComparison", "geometry_comparison", "mean_and_se", "Collapse", "subspace_collapse", "centred", "energy_count", "effective_rank", "logit_spectra",
+    "decade_index", "ksubset_geometry_error", "reinitialise",
+]
+
+
+def decade_index(k: np.ndarray) -> int:
+    """The index of the checkpoint nearest (in ratio) to a tenth of the last iteration."""
+    k = np.asarray(k, float)
+    return int(np.argmin(np.abs(np.log(k / (k[-1] / 10)))))
+
+
+# --------------------------------------------------------------------------------------
+# §1 Data
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class CorpusContexts:
+    """The corpus contexts (``data``), the number of word tokens they were taken from, and the
+    corpus's identity (the SHA-256 of its documents: the cache key of everything fitted to it)."""
+
+    data: NTPData
+    words: int
+    corpus_id: str
+    name: str
+
+    def examples(self, n: int = 3) -> list[dict]:
+        """The first n contexts (the most frequent) and the tokens that follow them."""
+        return [{"context": self.data.decode(j), "followed by": ", ".join(self.data.support_labels(j)),
+                 "count": int(self.data.counts[:, j].sum())} for j in range(min(n, self.data.m))]
+
+
+def corpus_contexts(corpus: str, max_corpus_mb: float | None, V: int, T: int, m: int) -> CorpusContexts:
+    """The m most frequent repeated contexts of length T of ``corpus`` at the word level, over the
+    V − 1 most frequent words and OTHER (:func:`lib.ntp.extract_contexts`). ``corpus`` is any
+    spec :func:`lib.substrate.load_text` reads: 'default', a local .txt/.md file or folder, or
+    'hf:<dataset>' (streamed up to ``max_corpus_mb``)."""
+    from . import substrate
+
+    text = substrate.load_text(corpus, max_corpus_mb)
+    streams, words = word_stream(text.documents)
+    data = extract_contexts(streams, words, V=V, T=T, m=m)
+    return CorpusContexts(data, int(sum(len(s) for s in streams)), text.sha256(), text.name)
+
+
+def ce_identity_error(datasets: Sequence[NTPData], seed: int, scale: float = 3.0) -> tuple[float, float]:
+    """Largest violation of CE(L) = H + Σ_j π̂_j KL(p̂_j ‖ softmax(l_j)) (slide "Entropy
+    Lower-bound"), per context and weighted, for Gaussian logits of standard deviation ``scale`` on
+    each data set, and the smallest weighted KL among them (the identity is tested far from
+    KL = 0). The per-context entropies −Σ_z p̂_{j,z} log p̂_{j,z} are computed here, apart from
+    :func:`lib.ntp.entropy_lower_bound`."""
+    rng = np.random.default_rng([seed, 0])
+    worst, smallest_kl = 0.0, math.inf
+    for d in datasets:
+        L = scale * rng.standard_normal(d.P.shape)
+        h_j = -scipy.special.xlogy(d.P, d.P).sum(0)
+        kl = kl_terms(d.pi, d.P, L)
+        per = cross_entropy(d.pi, d.P, L, per_context=True)
+        worst = max(worst, float(np.abs(per - h_j - kl).max()),
+                    abs(cross_entropy(d.pi, d.P, L) - float(d.pi @ h_j) - float(d.pi @ kl)))
+        smallest_kl = min(smallest_kl, float(d.pi @ kl))
+    return worst, smallest_kl
+
+
+# --------------------------------------------------------------------------------------
+# §2 The linear model (NeurIPS'24 App. A.2)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class LinearRun:
+    """Gradient descent on W ↦ CE(W Hf) with fixed Gaussian embeddings Hf (d × m): the geometry
+    (W*, the projector onto F), the NTP-SVM solution W^mm, the GD trace at log-spaced checkpoints
+    (:func:`lib.ntp.gd_linear`) and the bound B_k of :func:`lib.ntp.gd_excess_bound` there."""
+
+    data: NTPData
+    Hf: np.ndarray
+    geometry: LinearGeometry
+    W_mm: np.ndarray
+    trace: dict
+    bound: np.ndarray
+
+    @property
+    def k(self) -> np.ndarray:
+        return self.trace["k"]
+
+    def _ratio(self, series: np.ndarray) -> float:
+        return float(series[-1] / series[decade_index(self.k)])
+
+    @property
+    def solution_error(self) -> float:
+        """max(‖P_F(W^mm)‖/‖W^mm‖, relative residual of W*): W^mm ∈ F^⊥ and W* solves the compatibility system."""
+        return max(float(np.linalg.norm(self.geometry.project_F(self.W_mm)) / np.linalg.norm(self.W_mm)),
+                   self.geometry.residual)
+
+    @property
+    def excess_decade_ratio(self) -> float:
+        """(CE − H) at the last iteration K over its value at K/10."""
+        return self._ratio(self.trace["excess"])
+
+    @property
+    def subspace_decade_ratio(self) -> float:
+        """‖P_F(W_K) − W*‖ over ‖P_F(W_{K/10}) − W*‖."""
+        return self._ratio(self.trace["dist_F"])
+
+    @property
+    def direction_decade_ratio(self) -> float:
+        """(1 − cos(W_K, W^mm)) over (1 − cos(W_{K/10}, W^mm))."""
+        return self._ratio(1 - self.trace["cos_mm"])
+
+    @property
+    def log_growth(self) -> float:
+        """Growth of ‖P_⊥(W_k)‖ from K/10 to K in units of ‖W^mm‖ ln(K/(K/10)): 1 when
+        W_k ≈ W* + ln(k) W^mm + a bounded remainder."""
+        i = decade_index(self.k)
+        span = math.log(self.k[-1] / self.k[i])
+        return float((self.trace["norm_perp"][-1] - self.trace["norm_perp"][i]) / (np.linalg.norm(self.W_mm) * span))
+
+    @property
+    def bound_ratio(self) -> float:
+        """max_k (CE(W_k) − H) / B_k: at most 1 by the convex-smooth GD bound."""
+        return float((self.trace["excess"] / self.bound).max())
+
+
+def linear_experiment(data: NTPData, d: int, steps: int, seed: int, n_checkpoints: int = 60) -> LinearRun:
+    """NeurIPS'24 App. A.2: Gaussian embeddings Hf ∈ R^{d×m}, W* and F (:func:`lib.ntp.linear_geometry`),
+    W^mm (:func:`lib.ntp.linear_w_mm`), GD with η = 1/L_s from W_0 = 0 for ``steps`` iterations,
+    and the bound B_k at its checkpoints."""
+    Hf = np.random.default_rng([seed, 1]).standard_normal((d, data.m))
+    geo = linear_geometry(data.P, Hf)
+    W_mm = linear_w_mm(data.S, Hf)
+    trace = gd_linear(data.pi, data.P, Hf, steps=steps, geometry=geo, W_mm=W_mm, n_checkpoints=n_checkpoints)
+    bound = gd_excess_bound(data.pi, data.P, Hf, geo.W_star, W_mm, trace["eta"], trace["k"])
+    return LinearRun(data, Hf, geo, W_mm, trace, bound)
+
+
+@dataclass
+class OverparamScan:
+    """NTP_H-compatibility and NTP-separability of Gaussian embeddings at each width d (rows)."""
+
+    m: int
+    rows: list[dict]
+
+    @property
+    def failures_above_m(self) -> int:
+        """Widths d > m at which either condition fails (the lemma says none)."""
+        return sum(1 for r in self.rows if r["d"] > self.m and not (r["compatible"] and r["separable"]))
+
+    def first(self, condition: str) -> int | None:
+        """The smallest tested width at which ``condition`` ('compatible' or 'separable') holds."""
+        return min((r["d"] for r in self.rows if r[condition]), default=None)
+
+
+def overparameterisation_scan(data: NTPData, d_scan: Sequence[int], seed: int) -> OverparamScan:
+    """For each d of ``d_scan``: Gaussian embeddings (d × m), compatibility by the relative
+    least-squares residual of the linear system (≤ 1e-8) and separability as an LP feasibility
+    problem (HiGHS; slide "NTP compatibility & separability", Lemma)."""
+    rows = []
+    for d in d_scan:
+        Hd = np.random.default_rng([seed, 2, d]).standard_normal((d, data.m))
+        rows.append({"d": d, "compatible": linear_geometry(data.P, Hd).compatible,
+                     "separable": separability(data.S, Hd)})
+    return OverparamScan(data.m, rows)
+
+
+# --------------------------------------------------------------------------------------
+# §3 The UFM's regularisation path (COLM'24)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class PathRun:
+    """The regularisation path L_λ at decreasing λ, read against L* and L^mm: per λ the relative
+    distance ‖P_F(L_λ) − L*‖/‖L*‖, the excess CE − H, its bound B(λ)
+    (:func:`lib.ntp.path_excess_bound`), cos(P_⊥ L_λ, L^mm) and ‖P_⊥ L_λ‖ (rows)."""
+
+    lambdas: list[float]
+    rows: list[dict]
+
+    def _ratio(self, key: str) -> float:
+        """The value at the smallest λ over the value at 100 times that λ."""
+        last = self.rows[-1]
+        ref = next(r for r in self.rows if abs(r["lambda"] / (100 * last["lambda"]) - 1) < 1e-9)
+        return float(last[key] / ref[key])
+
+    @property
+    def subspace_ratio(self) -> float:
+        return self._ratio("dist_F")
+
+    @property
+    def excess_ratio(self) -> float:
+        return self._ratio("excess")
+
+    @property
+    def direction_ratio(self) -> float:
+        return self._ratio("1 - cos")
+
+    @property
+    def bound_ratio(self) -> float:
+        """max_λ (CE(L_λ) − H) / B(λ): at most 1 for optimal L_λ."""
+        return max(r["excess"] / r["bound"] for r in self.rows)
+
+    def table_rows(self) -> list[dict]:
+        """The rows with the chapter's column names."""
+        return [{"λ": r["lambda"], "‖P_F(L) − L*‖/‖L*‖": r["dist_F"], "CE − H": r["excess"], "bound B(λ)": r["bound"],
+                 "1 − cos(P⊥L, Lᵐᵐ)": r["1 - cos"], "‖P⊥L‖": r["norm_perp"]} for r in self.rows]
+
+
+def path_readout(data: NTPData, lambdas: Sequence[float], Ls: Sequence[np.ndarray], L_mm: np.ndarray) -> PathRun:
+    """Read the path points ``Ls`` (the minimisers of CE(L) + 2λ‖L‖_* at ``lambdas``, e.g. from
+    :func:`lib.ntp.ufm_logits`) against L* = :func:`lib.ntp.l_star` and ``L_mm`` (COLM'24 Thm)."""
+    S, Ls_ = data.S, list(Ls)
+    L_star = l_star(data.P)
+    bounds = path_excess_bound(data.pi, data.P, L_star, L_mm, lambdas)
+    rows = []
+    for lam, L, bound in zip(lambdas, Ls_, bounds):
+        PF = project_F(S, L)
+        Pp = L - PF
+        cos = float((Pp * L_mm).sum() / (np.linalg.norm(Pp) * np.linalg.norm(L_mm)))
+        rows.append({"lambda": float(lam), "dist_F": float(np.linalg.norm(PF - L_star) / np.linalg.norm(L_star)),
+                     "excess": cross_entropy(data.pi, data.P, L) - data.entropy, "bound": float(bound),
+                     "1 - cos": 1 - cos, "norm_perp": float(np.linalg.norm(Pp))})
+    return PathRun([float(x) for x in lambdas], rows)
+
+
+def ufm_tightness(data: NTPData, lambdas: Sequence[float], Ls: Sequence[np.ndarray], seed: int,
+                  max_iter: int = 3000) -> dict:
+    """The factorised UFM min_{W,H} CE(WH) + λ(‖W‖² + ‖H‖²) by L-BFGS (d = V) against the convex
+    relaxation's optimum CE(L_λ) + 2λ‖L_λ‖_* at each λ: the largest relative difference of the
+    two optima, the largest gradient norm where L-BFGS stopped, and the largest error of
+    ‖W‖² + ‖H‖² = 2‖L‖_* for the factors U√Σ, √ΣVᵀ of L_λ (slide "Logit-space relaxation")."""
+    gap = grad = factor = 0.0
+    for lam, L in zip(lambdas, Ls):
+        fact = ufm_path(data.pi, data.P, [lam], max_iter=max_iter, seed=seed)[0]
+        relaxed = ufm_objective(data.pi, data.P, L, lam)
+        gap = max(gap, abs(fact["objective"] - relaxed) / abs(relaxed))
+        grad = max(grad, fact["grad_norm"])
+        W, H = ufm_factors(L, d=data.V)
+        nuc = np.linalg.svd(L, compute_uv=False).sum()
+        factor = max(factor, abs((W ** 2).sum() + (H ** 2).sum() - 2 * nuc) / nuc)
+    return {"gap": float(gap), "grad_norm": float(grad), "factor_error": float(factor)}
+
+
+# --------------------------------------------------------------------------------------
+# §4 All k-subset supports
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class KSubsetRun:
+    """The nuclear-norm NTP-SVM for all k-subset supports of [V], k = 1, …, V − 1 (rows): the
+    distance of the SDP's L^mm to the best multiple of the centred (I − 11ᵀ/V)S and of the slide's
+    (I − 11ᵀ)S (relative to ‖L^mm‖), the largest deviation from the stated geometry, the ADMM
+    solver's relative difference, and each solve's certificate (max of gap and violation)."""
+
+    V: int
+    rows: list[dict]
+
+    @property
+    def certificates(self) -> list[float]:
+        return [r["certificate"] for r in self.rows]
+
+
+def _residual_to_multiple(L: np.ndarray, candidate: np.ndarray) -> float:
+    c = float((candidate * L).sum() / (candidate * candidate).sum())
+    return float(np.linalg.norm(L - c * candidate) / np.linalg.norm(L))
+
+
+def ksubset_geometry_error(S: np.ndarray, L: np.ndarray) -> float:
+    """Largest deviation of the factors of L from COLM'24 Prop. (ii)–(iii): word embeddings a simplex
+    ETF (cos = −1/(V − 1)), context embeddings equinorm (relative SD of the norms) and collinear
+    with Σ_{z∈S_j} w_z (1 − cos)."""
+    V = S.shape[0]
+    W, H = ufm_factors(L)
+    cw = cosine_matrix(W)
+    etf = np.abs(cw[~np.eye(V, dtype=bool)] + 1 / (V - 1)).max()
+    norms = np.linalg.norm(H, axis=0)
+    sums = W.T @ S
+    coll = np.abs(1 - (sums * H).sum(0) / (np.linalg.norm(sums, axis=0) * norms)).max()
+    return float(max(etf, norms.std() / norms.mean(), coll))
+
+
+def ksubset_experiment(V: int, solver: str = "CLARABEL", admm_tol: float = 1e-9) -> KSubsetRun:
+    """For k = 1, …, V − 1: the SDP (:func:`lib.ntp.solve_ntp_svm`) and ADMM
+    (:func:`lib.ntp.ntp_svm_first_order`) on all C(V, k) supports of size k, compared with the two
+    candidate closed forms (COLM'24 Prop.; slide "NTP max-margin logits")."""
+    J = np.ones((V, V))
+    rows = []
+    for k in range(1, V):
+        S = k_subsets(V, k)
+        res = solve_ntp_svm(S, solver)
+        admm = ntp_svm_first_order(S, tol=admm_tol)
+        rows.append({"k": k, "m": S.shape[1], "nuclear norm": res.objective,
+                     "to (I − 11ᵀ/V)S": _residual_to_multiple(res.L, (np.eye(V) - J / V) @ S),
+                     "to (I − 11ᵀ)S": _residual_to_multiple(res.L, (np.eye(V) - J) @ S),
+                     "geometry error": ksubset_geometry_error(S, res.L),
+                     "ADMM difference": abs(admm.objective - res.objective) / res.objective,
+                     "certificate": max(res.gap, res.violation)})
+    return KSubsetRun(V, rows)
+
+
+# --------------------------------------------------------------------------------------
+# §5 A transformer against the prediction (the talk's "Experiment")
+# --------------------------------------------------------------------------------------
+
+def _transformer(data: NTPData, hidden: int, layers: int, heads: int):
+    from .conditional_models import TransformerModel
+
+    if data.contexts is None:
+        raise NTPError("a transformer needs the contexts' tokens (data from extract_contexts)")
+    return TransformerModel(data.contexts, data.V, hidden=hidden, layers=layers, heads=heads)
+
+
+def train_transformer(data: NTPData, hidden: int, layers: int, steps: int, lr: float = 1e-3,
+                      weight_decay: float = 0.01, heads: int = 4, seed: int = 0, device: str = "cpu") -> dict:
+    """A GPT-NeoX (the book's :class:`lib.conditional_models.TransformerModel`) reading the T
+    context tokens and predicting the next, trained full-batch with AdamW on the exact NTP loss
+    CE = −Σ_j π̂_j Σ_z p̂_{j,z} log p(z | x_j). Returns the context embeddings H (d × m; the final
+    hidden state at the last position, after the last layer norm), the word embeddings W
+    (V × d; the unembedding), the logits L = WH (V × m), the loss curve and the seconds."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = _transformer(data, hidden, layers, heads).to(device)
+    Pt = torch.as_tensor(data.P.T, dtype=torch.float32, device=device)
+    pit = torch.as_tensor(data.pi, dtype=torch.float32, device=device)
+    rows = torch.arange(data.m, device=device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    losses = np.empty(steps)
+    t0 = time.perf_counter()
+    with torch_threads(1):
+        _adamw_loop(model, opt, rows, Pt, pit, losses, steps)
+    seconds = time.perf_counter() - t0
+    return _readout(model, data, losses, seconds)
+
+
+def _adamw_loop(model, opt, rows, Pt, pit, losses, steps):
+    for s in range(steps):
+        opt.zero_grad()
+        loss = -(pit * (Pt * model(rows)).sum(1)).sum()
+        loss.backward()
+        opt.step()
+        losses[s] = float(loss.detach())
+
+
+def _readout(model, data, losses, seconds):
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        rows = torch.arange(data.m, device=model.history_tokens.device)
+        ids = model.history_tokens[rows]
+        h = model.lm.gpt_neox(input_ids=ids, use_cache=False).last_hidden_state[:, -1, :]
+        W = model.lm.get_output_embeddings().weight
+        logits = model.lm(input_ids=ids, use_cache=False).logits[:, -1, :]
+        H = h.double().T.cpu().numpy()
+        Wn = W.double().cpu().numpy()
+        check = float((logits.double() - (h.double() @ W.double().T)).abs().max())
+    L = Wn @ H
+    return {"H": H, "W": Wn, "L": L, "losses": losses, "seconds": np.array(seconds),
+            "readout_error": np.array(check), "final_ce": np.array(cross_entropy(data.pi, data.P, L))}
+
+
+def reinitialise(lm, generator, std: float | None = None) -> None:
+    """Draw fresh weights for a GPT-NeoX from its own initialisation (that of
+    ``GPTNeoXPreTrainedModel``): linear and embedding weights N(0, std²) with std the config's
+    ``initializer_range``, biases 0, layer norms weight 1 and bias 0."""
+    import torch
+    from torch import nn
+
+    std = lm.config.initializer_range if std is None else std
+    with torch.no_grad():
+        for module in lm.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
+                if getattr(module, "bias", None) is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+
+
+def untrained_readouts(data: NTPData, hidden: int, layers: int, n: int, seed: int, heads: int = 4) -> list[dict]:
+    """The read-out (H, W, L as in :func:`train_transformer`) of ``n`` untrained transformers of the
+    same architecture, each a fresh draw of the initialisation (:func:`reinitialise`): the control
+    that tells what the architecture alone, reading the context tokens, puts in the geometry."""
+    import torch
+
+    if n < 2:
+        raise NTPError(f"the untrained control needs at least 2 models (a spread); got n={n}")
+    torch.manual_seed(seed)
+    model = _transformer(data, hidden, layers, heads)
+    out = []
+    with torch_threads(1):
+        for i in range(n):
+            reinitialise(model.lm, torch.Generator().manual_seed(10_000 * (seed + 1) + i))
+            out.append(_readout(model, data, np.empty(0), 0.0))
+    return out
+
+
+def cosine_matrix(X, center: bool = False) -> np.ndarray:
+    """Cosine similarities between the rows of X (n × d); rows of zero norm give 0.
+    With center, the mean row is subtracted first."""
+    X = np.asarray(X, float)
+    if center:
+        X = X - X.mean(0, keepdims=True)
+    n = np.linalg.norm(X, axis=1, keepdims=True)
+    Y = X / np.where(n > 0, n, 1.0)
+    return Y @ Y.T
+
+
+def offdiag_corr(A, B) -> float:
+    """Pearson correlation of the strictly upper-triangular entries of two square matrices."""
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    iu = np.triu_indices(A.shape[0], 1)
+    a, b = A[iu], B[iu]
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def permutation_null(A, B, n_perm: int = 1000, seed: int = 0) -> np.ndarray:
+    """Null distribution of offdiag_corr(A, Π B Πᵀ) over random relabellings Π (B's items
+    assigned to A's at random): the correlation expected when B's geometry is unrelated to
+    which item is which."""
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    rng = np.random.default_rng(seed)
+    iu = np.triu_indices(A.shape[0], 1)
+    a = A[iu] - A[iu].mean()
+    out = np.empty(n_perm)
+    for i in range(n_perm):
+        p = rng.permutation(A.shape[0])
+        b = B[p[iu[0]], p[iu[1]]]
+        b = b - b.mean()
+        den = math.sqrt(float(a @ a) * float(b @ b))
+        out[i] = float(a @ b) / den if den > 0 else float("nan")
+    return out
+
+
+def compare_geometries(pairs: Mapping[str, tuple], n_perm: int, seed: int) -> list[dict]:
+    """One row per named pair (A, B, controls): the correlation r of the off-diagonal entries of
+    the cosine matrices A and B, its relabelling p-value (1 + #{null ≥ r})/(n_perm + 1) against
+    :func:`permutation_null`, and the same correlation for each control matrix A₀ in place of A
+    (A's model untrained): their mean and standard deviation, and z = (r − mean)/SD, how far
+    training moved the geometry towards B beyond what the untrained architecture gives, with its
+    standard error from the n controls, √(1/n + z²/(2(n − 1))) (the mean's and the SD's)."""
+    rows = []
+    for name, (A, B, controls) in pairs.items():
+        r = offdiag_corr(A, B)
+        null = permutation_null(A, B, n_perm=n_perm, seed=seed)
+        r0 = np.array([offdiag_corr(A0, B) for A0 in controls])
+        if r0.size < 2 or not np.isfinite(r0).all() or r0.std() == 0:
+            raise NTPError(f"pair {name!r}: the controls need at least two finite, unequal correlations; got {r0}")
+        sd = float(r0.std(ddof=1))
+        z = (r - float(r0.mean())) / sd
+        n = r0.size
+        rows.append({"pair": name, "r": r, "p (relabelling)": (1 + int((null >= r).sum())) / (n_perm + 1),
+                     "r untrained": float(r0.mean()), "SD untrained": sd, "z": z,
+                     "se untrained": sd / math.sqrt(n), "se z": math.sqrt(1 / n + z * z / (2 * (n - 1)))})
+    return rows
+
+
+#: The compared pairs of geometries: key → (contexts or words, model, what it is compared with).
+PAIRS = {"tf_ufm_contexts": ("contexts", "transformer", "UFM"),
+         "tf_mm_contexts": ("contexts", "transformer", "L^mm factors"),
+         "tf_support_contexts": ("contexts", "transformer", "supports"),
+         "ufm_mm_contexts": ("contexts", "UFM", "L^mm factors"),
+         "tf_mm_words": ("words", "transformer", "L^mm factors"),
+         "ufm_mm_words": ("words", "UFM", "L^mm factors"),
+         "tf_ufm_words": ("words", "transformer", "UFM")}
+
+
+@dataclass
+class GeometryComparison:
+    """The cosine matrices of context embeddings (``contexts``: cos(H, H)) and of centred word
+    embeddings (``words``: cos(Wᵀ, Wᵀ)) per model, and the support overlaps cos(S, S), cos(Sᵀ, Sᵀ);
+    the same matrices of the untrained models (``untrained``: geometry → model → list); and per
+    pair of :data:`PAIRS` the row of :func:`compare_geometries` (``rows``)."""
+
+    contexts: dict
+    words: dict
+    untrained: dict
+    rows: dict
+
+    def table_rows(self) -> list[dict]:
+        shown = ("r", "p (relabelling)", "r untrained", "SD untrained", "z", "se z")
+        return [{"geometry": g, "model": a, "against": b, **{k: self.rows[key][k] for k in shown}}
+                for key, (g, a, b) in PAIRS.items()]
+
+
+def geometry_comparison(data: NTPData, embeddings: Mapping[str, tuple], untrained: Mapping[str, Sequence[tuple]],
+                        n_perm: int, seed: int) -> GeometryComparison:
+    """The talk's comparison ("Numerical Example"): ``embeddings`` maps 'transformer', 'UFM' and
+    'L^mm factors' to word and context embeddings (W: V × d, H: d × m), ``untrained`` maps
+    'transformer' and 'UFM' to the (W, H) of untrained copies; every pair of :data:`PAIRS` is read
+    by :func:`compare_geometries`, with the untrained copies of the pair's model as the control."""
+    def geometry(W, H):
+        return cosine_matrix(np.asarray(H).T), cosine_matrix(W, center=True)
+
+    contexts, words = {}, {}
+    for name, (W, H) in embeddings.items():
+        contexts[name], words[name] = geometry(W, H)
+    contexts["supports"], words["supports"] = cosine_matrix(data.S.T), cosine_matrix(data.S)
+    controls = {"contexts": {}, "words": {}}
+    for name, copies in untrained.items():
+        pairs = [geometry(W, H) for W, H in copies]
+        controls["contexts"][name] = [c for c, _ in pairs]
+        controls["words"][name] = [w for _, w in pairs]
+    mats = {"contexts": contexts, "words": words}
+    rows = compare_geometries({key: (mats[g][a], mats[g][b], controls[g][a]) for key, (g, a, b) in PAIRS.items()},
+                              n_perm=n_perm, seed=seed)
+    return GeometryComparison(contexts, words, controls, dict(zip(PAIRS, rows)))
+
+
+def mean_and_se(values) -> tuple[float, float]:
+    """The mean of independent draws and its standard error SD/√n (SD with n − 1)."""
+    values = np.asarray(values, float)
+    if values.size < 2:
+        raise NTPError(f"a standard error needs at least two values; got {values.size}")
+    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size))
+
+
+@dataclass
+class Collapse:
+    """Pairs of distinct contexts with identical supports of size ≥ 2 (the talk's "subspace
+    collapse"), the mean cosine of their embeddings, the mean over all pairs, and the closest pairs."""
+
+    pairs: int
+    mean_cos: float | None
+    all_pairs_mean_cos: float
+    rows: list[dict] = field(default_factory=list)
+
+
+def subspace_collapse(data: NTPData, C: np.ndarray, top: int = 5) -> Collapse:
+    """Contexts j < j' with S_j = S_j' and |S_j| ≥ 2, and the cosine C_{jj'} of their embeddings."""
+    S = data.S
+    same = [(i, j) for i in range(data.m) for j in range(i + 1, data.m)
+            if S[:, i].sum() >= 2 and np.array_equal(S[:, i], S[:, j])]
+    iu = np.triu_indices(data.m, 1)
+    rows = [{"cos": float(C[i, j]), "context": data.decode(i), "context ′": data.decode(j),
+             "shared support": ", ".join(data.support_labels(i))}
+            for i, j in sorted(same, key=lambda ij: -C[ij])[:top]]
+    return Collapse(len(same), float(np.mean([C[i, j] for i, j in same])) if same else None,
+                    float(C[iu].mean()), rows)
+
+
+# --------------------------------------------------------------------------------------
+# §6 The open question d < V
+# --------------------------------------------------------------------------------------
+
+def centred(L) -> np.ndarray:
+    """L with each column's mean removed (logits are defined up to a constant per column)."""
+    L = np.asarray(L, float)
+    return L - L.mean(0, keepdims=True)
+
+
+def energy_count(s, share: float = 0.99) -> int:
+    """The number of the singular values ``s`` (in decreasing order) needed to hold ``share`` of
+    Σσ_i² (the energy)."""
+    s = np.asarray(s, float)
+    e = np.cumsum(s ** 2) / (s ** 2).sum()
+    return int(np.searchsorted(e, share) + 1)
+
+
+def effective_rank(L, share: float = 0.99) -> int:
+    """The number of singular values of L needed to hold ``share`` of the energy Σσ_i²."""
+    return energy_count(np.linalg.svd(np.asarray(L, float), compute_uv=False), share)
+
+
+def logit_spectra(data: NTPData, named: Mapping[str, np.ndarray], small_d: Sequence[int], steps: int, lr: float,
+                  seed: int) -> dict[str, np.ndarray]:
+    """Singular values of the centred logit matrices of ``named`` and of UFMs of each width d in
+    ``small_d`` (AdamW, weight decay 0.01, ``steps`` steps on the corpus contexts)."""
+    mats = {name: centred(L) for name, L in named.items()}
+    for d in small_d:
+        W, H, _ = ufm_train(data.pi, data.P, d, steps=steps, lr=lr, weight_decay=0.01, seed=seed)
+        mats[f"UFM d={d}"] = centred(W @ H)
+    return {name: np.linalg.svd(L, compute_uv=False) for name, L in mats.items()}
