@@ -47,7 +47,7 @@ import torch
 from . import insensitivity as ins
 from . import languages
 from . import logits as lg
-from . import ntp
+from . import ntp, ntp_experiments
 from .logit_experiments import overlap_against_control
 from .modes import Modes
 from .models import prefix_reuse
@@ -407,20 +407,20 @@ def readout_link(model, histories, logit_rows) -> float:
 
 def geometry_correlation(A, B, n_perm: int, seed: int = 0) -> tuple[float, float]:
     """(r, p): the correlation of the off-diagonal entries of two cosine matrices on the same items
-    (:func:`lib.ntp.offdiag_corr`) and its permutation p-value against ``n_perm`` relabellings of
-    B's items (:func:`lib.ntp.permutation_null`), (1 + #{null ≥ r}) / (n_perm + 1)."""
-    r = ntp.offdiag_corr(A, B)
-    null = ntp.permutation_null(A, B, n_perm=n_perm, seed=seed)
+    (:func:`lib.ntp_experiments.offdiag_corr`) and its permutation p-value against ``n_perm`` relabellings of
+    B's items (:func:`lib.ntp_experiments.permutation_null`), (1 + #{null ≥ r}) / (n_perm + 1)."""
+    r = ntp_experiments.offdiag_corr(A, B)
+    null = ntp_experiments.permutation_null(A, B, n_perm=n_perm, seed=seed)
     return r, (1 + int((null >= r).sum())) / (n_perm + 1)
 
 
 def paired_correlation_difference(A1, A0, B, n_boot: int, seed: int = 0) -> tuple[float, float]:
-    """(d, se): d = corr(A1, B) − corr(A0, B) of off-diagonal cosines (:func:`lib.ntp.offdiag_corr`), with
+    """(d, se): d = corr(A1, B) − corr(A0, B) of off-diagonal cosines (:func:`lib.ntp_experiments.offdiag_corr`), with
     the standard error of a paired bootstrap over the items: each replicate draws the items with
     replacement and correlates the pairs of distinct draws (i ≠ j as items) in both matrices."""
     A1, A0, B = (np.asarray(M, dtype=np.float64) for M in (A1, A0, B))
     n = B.shape[0]
-    d = ntp.offdiag_corr(A1, B) - ntp.offdiag_corr(A0, B)
+    d = ntp_experiments.offdiag_corr(A1, B) - ntp_experiments.offdiag_corr(A0, B)
     rng = np.random.default_rng(seed)
     iu = np.triu_indices(n, 1)
     reps = []
@@ -546,7 +546,7 @@ def prepare_study(tokens, doc_offsets, vocab_size: int, *, n_symbols: int, histo
                                seed)
     return LensStudy(views=views, long_k=long_k, shuffled=shuffled, table=symbol_table(kept, vocab_size),
                      kept=kept[:-1], futures=[()] + [(int(t),) for t in kept[:-1]], svm=svm,
-                     context_mm=ntp.cosine_matrix(H_mm.T), word_mm=ntp.cosine_matrix(W_mm[:-1]),
+                     context_mm=ntp_experiments.cosine_matrix(H_mm.T), word_mm=ntp_experiments.cosine_matrix(W_mm[:-1]),
                      windows=windows, align_rank=int(align_rank), alpha_factors=tuple(float(f) for f in alpha_factors))
 
 
@@ -595,8 +595,8 @@ def read_checkpoint(model, study: LensStudy, step: int, *, n_perm: int, seed: in
              "data": history_dependent(long.conditional, q), "shuffled": history_dependent(study.shuffled, q)}
     cosines = {pair: lens_alignment(parts[pair.split("~")[0]], parts[pair.split("~")[1]], study.align_rank)
                for pair in ALIGNED_PAIRS}
-    context_cos = ntp.cosine_matrix(context_embeddings(model, long.histories))
-    word_cos = ntp.cosine_matrix(word_embeddings(model, study.kept), center=True)
+    context_cos = ntp_experiments.cosine_matrix(context_embeddings(model, long.histories))
+    word_cos = ntp_experiments.cosine_matrix(word_embeddings(model, study.kept), center=True)
     r_c, p_c = geometry_correlation(context_cos, study.context_mm, n_perm, seed)
     r_w, p_w = geometry_correlation(word_cos, study.word_mm, n_perm, seed)
     reading = Reading(step=step, conditional=cond, link_error=link, readout_error=readout,
@@ -813,7 +813,7 @@ def read_checkpoints(models: LensModels, study: "LensStudy", *, n_perm: int, see
 
 
 def language_condition_error(model, histories, symbols) -> float:
-    """The model's conditional is a language (Chen & Murfet Def 3.2, the condition of MATH.md §1) as the
+    """The model's conditional is a language (Chen & Murfet Def 3.2: summing over the last position gives the shorter conditional) as the
     chain rule builds it: the largest of |Σ_{y₂} P_M(y₁y₂ | x) − P_M(y₁ | x)| and |Σ_y P_M(y | x) − 1|
     over the histories, with :func:`model_conditional` at l = 2 and l = 1 on the alphabet
     ``symbols``. Zero up to the round-off of the model's float32 distributions, which the two calls

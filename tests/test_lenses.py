@@ -479,3 +479,34 @@ def test_sentences_follow_the_verdicts():
     assert "a gain of 6.8 s.e." in text
     text = LZ.geometry_sentence(first, last, {"words": LZ.Verdict(0.2), "approach": LZ.Verdict(0.5)})
     assert "is not rejected" in text and "no gain beyond step 0" in text
+
+
+# ---------------------------------------------------------------------------
+# the chapter's rules, refused before any kernel starts, both ways
+# ---------------------------------------------------------------------------
+
+RULES = [
+    ({"align_rank": 26}, "parameter 'align_rank'", "4 * align_rank <= n_histories", {"align_rank": 25}),
+    ({"history_lengths": [2, 3]}, "parameter 'history_lengths'", "history_lengths[0] == 1", {"history_lengths": [1, 3]}),
+    ({"history_lengths": [1, 1]}, "parameter 'history_lengths'", "the items repeat", {"history_lengths": [1, 2]}),
+    ({"history_lengths": [1, 5]}, "parameter 'history_lengths'", "5 is above 4", {"history_lengths": [1, 4]}),
+    ({"hub_model": "EleutherAI/pythia-70m", "hub_revisions": ["step0"]}, "parameter 'hub_revisions'",
+     "len(hub_revisions) >= 2", {"hub_model": "EleutherAI/pythia-70m", "hub_revisions": ["step0", "step143000"]}),
+    ({"model_size": "p-huge"}, "parameter 'model_size'", "p-tiny", {"model_size": "p-small"}),
+    ({"llc_batch_size": 1025}, "parameter 'llc_windows'", "llc_batch_size <= llc_windows", {"llc_batch_size": 1024}),
+    ({"n_symbols": 2}, "parameter 'n_symbols'", "3", {"n_symbols": 3}),
+    ({"alpha_factors": [1.0, 0.5]}, "parameter 'alpha_factors'", "", {"alpha_factors": [1.0, 2.0]}),
+]
+
+
+@pytest.mark.parametrize("bad, name, why, good", RULES, ids=[",".join(r[0]) for r in RULES])
+def test_each_rule_refuses_a_wrong_value_and_passes_a_near_one(bad, name, why, good):
+    from lib.book.chapters import chapters
+    from lib.book.parameters import ParameterError
+    from lib.book.runner import check_parameters
+
+    c = chapters()["lenses"]
+    with pytest.raises(ParameterError) as err:
+        check_parameters(c, bad)
+    assert str(err.value).startswith(name) and why in str(err.value), str(err.value)
+    check_parameters(c, good)
