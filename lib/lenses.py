@@ -336,12 +336,18 @@ def corpus_view(documents: Sequence[np.ndarray], kept: np.ndarray, labels: Seque
     return CorpusView(k, data, kept[data.contexts])
 
 
-def conditional_at(stream, doc_offsets, contexts, n_symbols: int) -> np.ndarray:
+def conditional_at(stream, doc_offsets, contexts, n_symbols: int, unseen: str = "raise") -> np.ndarray:
     """The next-symbol distributions of a symbol stream after each of ``contexts`` (m × k symbols):
-    (m, n_symbols), counted within documents (:func:`lib.text.ngrams.count_ngrams`). A context the
-    stream never shows is refused (its conditional is undefined)."""
+    (m, n_symbols), counted within documents (:func:`lib.text.ngrams.count_ngrams`).
+
+    A context the stream never shows has no conditional: ``unseen = "raise"`` refuses it;
+    ``"marginal"`` gives it the stream's next-symbol distribution over all contexts of length k,
+    which is what any context's conditional is, in expectation, for a stream without sequential
+    structure (the shuffled corpus, whose rarer histories a small corpus may lack)."""
     from .text.ngrams import count_ngrams
 
+    if unseen not in ("raise", "marginal"):
+        raise LensesError(f"parameter 'unseen' must be 'raise' or 'marginal'; got {unseen!r}")
     contexts = np.asarray(contexts, dtype=np.int64)
     if contexts.ndim != 2 or contexts.size == 0:
         raise LensesError(f"parameter 'contexts' must be an (m, k) array of symbols; got shape {contexts.shape}")
@@ -351,12 +357,15 @@ def conditional_at(stream, doc_offsets, contexts, n_symbols: int) -> np.ndarray:
     have, want = nc.prefixes @ weights, contexts @ weights
     rows = np.searchsorted(have, want)
     found = (rows < have.size) & (have[np.minimum(rows, have.size - 1)] == want)
-    if not found.all():
+    if not found.all() and unseen == "raise":
         raise LensesError(f"{int((~found).sum())} of the {len(want)} contexts never occur in this stream "
                           f"(first: {contexts[np.flatnonzero(~found)[0]].tolist()})")
+    all_counts = nc.counts.toarray()
     counts = np.zeros((len(want), n_symbols))
-    block = nc.counts[rows].toarray()
-    counts[:, nc.suffixes[:, 0]] = block
+    counts[:, nc.suffixes[:, 0]] = all_counts[np.minimum(rows, have.size - 1)]
+    marginal = np.zeros(n_symbols)
+    marginal[nc.suffixes[:, 0]] = all_counts.sum(0)
+    counts[~found] = marginal
     return counts / counts.sum(1, keepdims=True)
 
 
@@ -539,7 +548,7 @@ def prepare_study(tokens, doc_offsets, vocab_size: int, *, n_symbols: int, histo
     if not 1 <= align_rank <= long.data.m // 4:
         raise LensesError(f"parameter 'align_rank' = {align_rank} must be in [1, m/4] for the m = {long.data.m} "
                           "histories (two subspaces of dimension above m/2 must intersect)")
-    shuffled = conditional_at(shuffle_tokens(mapped, seed), doc_offsets, long.data.contexts, len(kept))
+    shuffled = conditional_at(shuffle_tokens(mapped, seed), doc_offsets, long.data.contexts, len(kept), "marginal")
     svm = (solve_svm or (lambda S: ntp.solve_ntp_svm(S, solver="SCS", eps=1e-9, max_iters=1_000_000)))(long.data.S)
     W_mm, H_mm = ntp.ufm_factors(svm.L)
     windows = training_windows(tokens, _positive_int("llc_windows", llc_windows), _positive_int("llc_context", llc_context, 2),

@@ -510,3 +510,21 @@ def test_each_rule_refuses_a_wrong_value_and_passes_a_near_one(bad, name, why, g
         check_parameters(c, bad)
     assert str(err.value).startswith(name) and why in str(err.value), str(err.value)
     check_parameters(c, good)
+
+
+def test_conditional_at_gives_an_unseen_context_the_marginal_when_asked():
+    stream = np.array([0, 1, 0, 2, 1, 1, 0, 1])
+    contexts = np.array([[0], [2], [1]])
+    got = LZ.conditional_at(stream, [0], contexts, 3, unseen="marginal")
+    want_0 = np.array([0, 2, 1]) / 3                        # after 0: 1, 2, 1
+    assert np.allclose(got[0], want_0)
+    stream2 = np.array([0, 1, 0, 1, 1, 0])                  # symbol 2 never occurs as a context
+    got = LZ.conditional_at(stream2, [0], np.array([[2], [0]]), 3, unseen="marginal")
+    pairs = Counter(zip(stream2, stream2[1:]))
+    marginal = np.array([sum(v for (a, b), v in pairs.items() if b == c) for c in range(3)], dtype=float)
+    assert np.allclose(got[0], marginal / marginal.sum())
+    assert np.allclose(got.sum(1), 1)
+    with pytest.raises(LZ.LensesError, match="never occur"):
+        LZ.conditional_at(stream2, [0], np.array([[2], [0]]), 3)
+    with pytest.raises(LZ.LensesError, match="unseen"):
+        LZ.conditional_at(stream2, [0], np.array([[0]]), 3, unseen="zero")
