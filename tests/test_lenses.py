@@ -528,3 +528,106 @@ def test_conditional_at_gives_an_unseen_context_the_marginal_when_asked():
         LZ.conditional_at(stream2, [0], np.array([[2], [0]]), 3)
     with pytest.raises(LZ.LensesError, match="unseen"):
         LZ.conditional_at(stream2, [0], np.array([[0]]), 3, unseen="zero")
+
+
+# ---------------------------------------------------------------------------
+# the verdicts against their nulls, both ways
+# ---------------------------------------------------------------------------
+
+def test_llc_verdict_both_ways():
+    first, last = fake_readings()                                            # 3.8 ± 1.0, then 155.6 ± 3.0
+    up = LZ.llc_verdict([first, last], [1, 7])
+    assert up.undecided is None and up.value == pytest.approx((155.6 - 3.8) / np.hypot(1.0, 3.0))
+    assert up.detail["max_rhat"] == 1.0 and up.detail["min_ess"] == 50.0
+    last.llc = {**last.llc, "llc": 6.0}                                      # 2.2 / 3.16 = 0.70 s.e.: too close
+    assert LZ.llc_verdict([first, last], [1, 7]).undecided
+    last.llc = {**last.llc, "llc": -20.0}                                    # a fall of 7.5 s.e.: decided, below −2
+    down = LZ.llc_verdict([first, last], [1, 7])
+    assert down.undecided is None and down.value < -LZ.ALIGNMENT_Z
+
+
+def aligned_study(m=40, seed=0):
+    """A study whose data conditional has a clear history structure, and logit matrices that carry it (or not)."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    groups = np.arange(m) % 4
+    cond = np.full((m, 6), 0.02)
+    cond[np.arange(m), groups] = 0.9
+    cond /= cond.sum(1, keepdims=True)
+    shuffled = np.tile(cond.mean(0), (m, 1)) + rng.random((m, 6)) * 0.01
+    long = SimpleNamespace(q_x=np.full(m, 1 / m), conditional=cond)
+    study = SimpleNamespace(long=long, shuffled=shuffled / shuffled.sum(1, keepdims=True), align_rank=3)
+    mix = rng.standard_normal((6, 30))
+    carried = np.log(cond) @ mix + 0.05 * rng.standard_normal((m, 30))       # logits that carry the groups
+    unrelated = rng.standard_normal((m, 30))
+    return study, carried, unrelated
+
+
+def test_alignment_verdict_both_ways():
+    study, carried, unrelated = aligned_study()
+    first, last = fake_readings()
+    first.logits, last.logits = unrelated, carried
+    yes = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=0.1)
+    assert yes.undecided is None and yes.value >= LZ.ALIGNMENT_Z
+    assert yes.detail["overlap"] > 0.95 > yes.detail["step0_overlap"]
+    first.logits, last.logits = carried, unrelated                           # training that forgets: z < 0
+    no = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=1.0)
+    assert no.undecided is None and no.value < LZ.ALIGNMENT_Z
+    vague = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=1e-6)
+    assert vague.undecided is not None
+    first.logits = None
+    with pytest.raises(LZ.LensesError, match="keep_logits"):
+        LZ.alignment_verdict(study, first, last, n_boot=10, null_trials=5, seed=0, resolution=0.1)
+
+
+def test_geometry_verdicts_both_ways():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 4))
+    target = ntp_cos(X)
+    study = SimpleNamespace(context_mm=target)
+    first, last = fake_readings()
+    first.context_cos, last.context_cos = ntp_cos(rng.standard_normal((30, 4))), ntp_cos(X + 0.1 * rng.standard_normal(X.shape))
+    out = LZ.geometry_verdicts(study, first, last, level=0.01, n_boot=100, seed=0, resolution=0.1)
+    assert out["approach"].undecided is None and out["approach"].value >= LZ.ALIGNMENT_Z
+    assert out["words"].value == last.geometry["words_p"] and out["contexts"].detail["r"] == last.geometry["contexts"]
+    first.context_cos, last.context_cos = last.context_cos, first.context_cos        # moving away
+    away = LZ.geometry_verdicts(study, first, last, level=0.01, n_boot=100, seed=0, resolution=1.0)
+    assert away["approach"].undecided is None and away["approach"].value < 0
+    vague = LZ.geometry_verdicts(study, first, last, level=0.01, n_boot=100, seed=0, resolution=1e-6)
+    assert vague["approach"].undecided is not None
+
+
+def ntp_cos(X):
+    X = np.asarray(X, float)
+    Y = X / np.linalg.norm(X, axis=1, keepdims=True)
+    return Y @ Y.T
+
+
+def test_prepare_study_and_read_checkpoint_on_a_tiny_model(lm):
+    rng = np.random.default_rng(0)
+    P = random_chain(rng, 8) ** 3
+    P /= P.sum(1, keepdims=True)
+    tokens = [0]
+    for _ in range(3999):
+        tokens.append(int(rng.choice(8, p=P[tokens[-1]])))
+    study = LZ.prepare_study(np.array(tokens), np.array([0, 2000]), 8, n_symbols=5, history_lengths=[1, 2],
+                             n_histories=12, align_rank=3, alpha_factors=[1.0, 4.0], llc_windows=8, llc_context=8,
+                             seed=0)
+    assert study.long_k == 2 and study.kept.size == 4 and study.long.data.m == 12
+    assert study.futures == [()] + [(int(t),) for t in study.kept]
+    # the data's conditional at the long histories, recounted by hand
+    k2 = study.long
+    for j, h in enumerate(k2.histories):
+        nxt = [tokens[i + 2] for i in range(len(tokens) - 2)                  # within one document
+               if (tokens[i], tokens[i + 1]) == h and not i < 2000 <= i + 2]
+        sym = study.table[np.array(nxt)]
+        assert np.allclose(k2.conditional[j], np.bincount(sym, minlength=5) / len(sym))
+    reading = LZ.read_checkpoint(lm, study, 0, n_perm=50, seed=0, keep_logits=True)
+    assert reading.link_error < 1e-4 and reading.readout_error < 1e-4
+    assert set(reading.conditional) == {1, 2} and np.allclose(reading.conditional[2].sum(1), 1)
+    assert reading.logits.shape == (12, len(study.futures) * 8)
+    assert set(reading.cosines) == set(LZ.ALIGNED_PAIRS) and all(c.shape == (3,) for c in reading.cosines.values())
+    assert reading.llc == {}
