@@ -631,3 +631,22 @@ def test_prepare_study_and_read_checkpoint_on_a_tiny_model(lm):
     assert reading.logits.shape == (12, len(study.futures) * 8)
     assert set(reading.cosines) == set(LZ.ALIGNED_PAIRS) and all(c.shape == (3,) for c in reading.cosines.values())
     assert reading.llc == {}
+
+
+def test_modes_carried_counts_a_share_at_the_level():
+    shares = np.array([[1.0, 0.5, 0.49999, 0.2], [0.5, 0.5, 0.5, 0.5]])
+    assert LZ.modes_carried(shares, 0.5).tolist() == [2, 4]
+    assert LZ.modes_carried(shares, 0.2).tolist() == [4, 4]
+
+
+def test_alignment_verdict_resolution_is_two_standard_errors():
+    study, carried, unrelated = aligned_study()
+    first, last = fake_readings()
+    first.logits, last.logits = carried, unrelated
+    probe = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=1e-6)
+    weakest = min(probe.detail["z"], key=probe.detail["z"].get)
+    se = probe.detail["se"][weakest]
+    assert LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0,
+                                resolution=1.5 * se).undecided is not None
+    assert LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0,
+                                resolution=2.5 * se).undecided is None
