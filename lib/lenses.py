@@ -719,8 +719,12 @@ def geometry_verdicts(study: LensStudy, first: Reading, last: Reading, *, level:
     out = {name: Verdict(last.geometry[f"{name}_p"], None, {"r": last.geometry[name], "step0_r": first.geometry[name]})
            for name in ("contexts", "words")}
     d, se = paired_correlation_difference(last.context_cos, first.context_cos, study.context_mm, n_boot, seed)
-    z = d / se if se > 0 else float("inf") * np.sign(d)
     detail = {"difference": d, "se": se}
+    if not se > 0:
+        out["approach"] = Verdict(None, f"the paired bootstrap has no spread (s.e. = {se}), so the gain {d:+.3f} "
+                                        "cannot be put in standard errors", detail)
+        return out
+    z = d / se
     if z < ALIGNMENT_Z and 2 * se > resolution:
         out["approach"] = Verdict(float(z), f"the gain {d:+.3f} is {z:.2f} s.e. with 2 s.e. = {2 * se:.3f} > "
                                             f"{resolution}", detail)

@@ -650,3 +650,14 @@ def test_alignment_verdict_resolution_is_two_standard_errors():
                                 resolution=1.5 * se).undecided is not None
     assert LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0,
                                 resolution=2.5 * se).undecided is None
+
+
+def test_geometry_verdict_of_an_unchanged_model_is_undecided_not_nan():
+    from types import SimpleNamespace
+
+    X = np.random.default_rng(2).standard_normal((12, 3))
+    first, last = fake_readings()
+    first.context_cos = last.context_cos = ntp_cos(X)
+    out = LZ.geometry_verdicts(SimpleNamespace(context_mm=ntp_cos(X + 1)), first, last, level=0.01, n_boot=50, seed=0,
+                               resolution=0.1)
+    assert out["approach"].value is None and "no spread" in out["approach"].undecided
