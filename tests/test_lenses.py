@@ -1,0 +1,663 @@
+"""lib.lenses: the model's conditional by the chain rule (against closed forms and one forward pass per
+context), the alphabet, principal angles between history subspaces and their null, the corpus views,
+the links between the lenses, the geometry comparisons, α at several sizes and the verdicts."""
+from collections import Counter
+from math import gamma as Gamma
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from lib import lenses as LZ, logits as lg
+from lib.models import prefix_reuse
+from lib.models.causal_lm import CausalLM
+from lib.modes import Modes
+
+torch.set_num_threads(1)
+
+
+def tiny_lm(seed=0, vocab=8, ctx=16):
+    from transformers import AutoModelForCausalLM
+
+    from lib.models.mini_pythia import mini_pythia_config
+
+    torch.manual_seed(seed)
+    return CausalLM(AutoModelForCausalLM.from_config(mini_pythia_config("p-tiny", vocab, ctx)), "cpu")
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return tiny_lm()
+
+
+def markov_oracle(P):
+    """An oracle over len(P) tokens: the next-token log-probabilities of an order-1 chain P."""
+    return lambda ctx: np.log(P[ctx[-1]])
+
+
+def random_chain(rng, V):
+    P = rng.random((V, V)) + 0.05
+    return P / P.sum(1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------
+# the model's conditional
+# ---------------------------------------------------------------------------
+
+def test_all_futures_order():
+    assert LZ.all_futures(2, 3) == [(), (0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)]
+    assert LZ.all_futures(5, 1) == [()]
+
+
+@pytest.mark.parametrize("l", [1, 2, 3])
+def test_conditional_of_a_markov_chain_is_its_closed_form(l):
+    rng = np.random.default_rng(l)
+    V = 4
+    P = random_chain(rng, V)
+    H = [(0,), (2, 1), (3, 3, 2)]
+    got = LZ.model_conditional(markov_oracle(P), H, l, alphabet_size=V)
+    want = np.empty((len(H), V ** l))
+    for i, h in enumerate(H):
+        for j, y in enumerate(np.ndindex(*(V,) * l)):          # lexicographic order of y
+            prev, prob = h[-1], 1.0
+            for t in y:
+                prob *= P[prev, t]
+                prev = t
+            want[i, j] = prob
+    assert np.abs(got - want).max() < 1e-12
+    assert np.abs(got.sum(1) - 1).max() < 1e-12
+
+
+def test_symbols_sum_the_merged_tokens_at_every_position():
+    rng = np.random.default_rng(7)
+    V = 5
+    P = random_chain(rng, V)
+    symbols = np.array([0, 1, 2, 2, 2])                     # tokens 2, 3, 4 become one symbol
+    H = [(1,), (4, 0)]
+    full = LZ.model_conditional(markov_oracle(P), H, 2, alphabet_size=V).reshape(2, V, V)
+    merged = LZ.model_conditional(markov_oracle(P), H, 2, symbols, alphabet_size=V).reshape(2, 3, 3)
+    want = np.zeros((2, 3, 3))
+    for a in range(V):
+        for b in range(V):
+            want[:, symbols[a], symbols[b]] += full[:, a, b]
+    assert np.abs(merged - want).max() < 1e-12
+    # a map onto the wrong symbols gives another matrix (the comparison can fail)
+    other = LZ.model_conditional(markov_oracle(P), H, 2, np.array([0, 1, 1, 2, 2]), alphabet_size=V)
+    assert np.abs(other - merged.reshape(2, 9)).max() > 1e-3
+
+
+def test_conditional_of_a_transformer_matches_one_forward_pass_per_context(lm):
+    H = [(1, 2), (3,), (7, 0, 5)]
+    got = LZ.model_conditional(lm, H, 2)
+    V = lm.vocab_size
+    contexts = [h + f for h in H for f in LZ.all_futures(V, 2)]
+    rows = torch.exp(prefix_reuse.next_token_rows(lm, contexts)).double().numpy().reshape(len(H), V + 1, V)
+    want = np.einsum("ha,hab->hab", rows[:, 0], rows[:, 1:]).reshape(len(H), V * V)
+    assert np.abs(got - want).max() < 1e-5
+    assert np.abs(got.sum(1) - 1).max() < 1e-12
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.array([0, 1, 2]), "length"),                        # not one symbol per token
+    (np.array([0, 1, 3, 3, 0, 1, 1, 0]), "onto"),           # symbol 2 unused
+    (np.array([0, -1, 1, 1, 0, 0, 1, 1]), "onto"),          # a negative symbol
+    (np.linspace(0, 1, 8), "integer"),
+])
+def test_symbols_that_are_not_a_map_onto_the_alphabet_are_refused(lm, bad, message):
+    with pytest.raises(LZ.LensesError, match=message):
+        LZ.model_conditional(lm, [(1,)], 1, bad)
+
+
+def test_bad_requests_are_refused_before_work(lm):
+    with pytest.raises(LZ.LensesError, match="max_contexts"):
+        LZ.model_conditional(lm, [(1,)] * 10, 3, max_contexts=500)
+    with pytest.raises(LZ.LensesError, match="'l'"):
+        LZ.model_conditional(lm, [(1,)], 0)
+    with pytest.raises(LZ.LensesError, match="histories"):
+        LZ.model_conditional(lm, [], 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 4), st.integers(1, 3), st.integers(1, 3), st.integers(0, 10 ** 6))
+def test_chain_rule_gives_distributions_and_merging_commutes(V, l, b, seed):
+    rng = np.random.default_rng(seed)
+    n_f = sum(V ** j for j in range(l))
+    probs = rng.dirichlet(np.ones(V), size=(b, n_f))
+    table = rng.integers(0, 2, V)
+    table[:2] = [0, 1]                                      # onto {0, 1}
+    onehot = np.zeros((V, 2))
+    onehot[np.arange(V), table] = 1
+    merged = LZ.chain_rule(probs, onehot, l)
+    full = LZ.chain_rule(probs, np.eye(V), l)
+    assert np.abs(merged.sum(1) - 1).max() < 1e-12 and (merged >= 0).all()
+    # summing the full conditional over the tokens of each symbol string gives the merged one
+    want = np.zeros((b,) + (2,) * l)
+    for idx in np.ndindex(*(V,) * l):
+        want[(slice(None),) + tuple(table[list(idx)])] += full.reshape((b,) + (V,) * l)[(slice(None),) + idx]
+    assert np.abs(want.reshape(b, -1) - merged).max() < 1e-12
+
+
+def test_symbol_table_and_check_symbols():
+    table = LZ.symbol_table([5, 2, -1], 7)
+    assert table.tolist() == [2, 2, 1, 2, 2, 0, 2]
+    assert LZ.check_symbols(table, 7)[1] == 3
+    with pytest.raises(LZ.LensesError):
+        LZ.symbol_table([1, 1], 4)                          # a token kept twice
+    with pytest.raises(LZ.LensesError):
+        LZ.symbol_table([0, 1, 2], 3)                       # nothing left for OTHER
+
+
+# ---------------------------------------------------------------------------
+# principal angles between history subspaces
+# ---------------------------------------------------------------------------
+
+def test_lens_alignment_by_hand():
+    e = np.eye(6)
+    rows = np.linalg.qr(np.random.default_rng(0).standard_normal((9, 3)))[0].T      # orthonormal rows
+    A = e[:, :3] @ np.diag([3.0, 2.0, 1.0]) @ rows      # left singular vectors e0, e1, e2 exactly
+    # same top-2 left subspace, other columns (a different lens on the same histories)
+    B = np.column_stack([e[:, 1] * 5, e[:, 0] * 4, e[:, 2] * 0.1, e[:, 4] * 0.01])
+    assert np.allclose(LZ.lens_alignment(A, B, 2), [1, 1])
+    # orthogonal histories: cos = 0; one direction shared at 45°: cos = 1/√2
+    C = np.column_stack([e[:, 3] * 2, e[:, 4]])
+    assert np.allclose(LZ.lens_alignment(A, C, 2), [0, 0], atol=1e-12)
+    D = np.column_stack([(e[:, 0] + e[:, 5]) * 2, e[:, 4]])
+    assert np.allclose(LZ.lens_alignment(A[:, :], D, 2), [1 / np.sqrt(2), 0], atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(4, 12), st.integers(1, 3), st.integers(0, 10 ** 6))
+def test_lens_alignment_is_symmetric_and_a_cosine(n, r, seed):
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((n, 7)), rng.standard_normal((n, 5))
+    c = LZ.lens_alignment(A, B, r)
+    assert c.shape == (r,) and (c >= -1e-12).all() and (c <= 1 + 1e-12).all()
+    assert np.allclose(c, LZ.lens_alignment(B, A, r))
+    assert np.all(np.diff(c) <= 1e-12)                      # descending
+    # brute force: singular values of U_Aᵀ U_B
+    ua = np.linalg.svd(A, full_matrices=False)[0][:, :r]
+    ub = np.linalg.svd(B, full_matrices=False)[0][:, :r]
+    assert np.allclose(c, np.linalg.svd(ua.T @ ub, compute_uv=False), atol=1e-9)
+
+
+def test_lens_alignment_refuses_bad_input():
+    with pytest.raises(LZ.LensesError, match="same histories"):
+        LZ.lens_alignment(np.ones((4, 3)), np.ones((5, 3)), 1)
+    with pytest.raises(LZ.LensesError, match="'r'"):
+        LZ.lens_alignment(np.ones((4, 3)), np.ones((4, 2)), 3)
+    with pytest.raises(LZ.LensesError, match="finite"):
+        LZ.lens_alignment(np.full((4, 3), np.nan), np.ones((4, 2)), 1)
+
+
+def test_alignment_null_matches_the_closed_form_for_lines():
+    """For two random lines in R^n, E|cos| = Γ(n/2) / (√π Γ((n+1)/2))."""
+    n = 7
+    null = LZ.alignment_null(n, 1, 4000, seed=3)
+    assert null.shape == (4000, 1)
+    want = Gamma(n / 2) / (np.sqrt(np.pi) * Gamma((n + 1) / 2))
+    assert abs(null.mean() - want) < 4 * null.std() / np.sqrt(4000)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 9), st.integers(1, 4), st.integers(0, 10 ** 6))
+def test_history_dependent_is_centred_in_l2_q(n, cols, seed):
+    rng = np.random.default_rng(seed)
+    X, q = rng.standard_normal((n, cols)), rng.random(n) + 0.01
+    Y = LZ.history_dependent(X, q)
+    p = q / q.sum()
+    assert np.abs(np.sqrt(p) @ Y).max() < 1e-10            # orthogonal to the constant function
+    # the Euclidean Gram of Y is the covariance of X's columns under q
+    mean = p @ X
+    assert np.allclose(Y.T @ Y, (X - mean).T @ (p[:, None] * (X - mean)))
+
+
+# ---------------------------------------------------------------------------
+# the corpus
+# ---------------------------------------------------------------------------
+
+def small_corpus(seed=0, n_docs=6, length=400, V=6):
+    rng = np.random.default_rng(seed)
+    P = random_chain(rng, V) ** 3
+    P /= P.sum(1, keepdims=True)
+    docs = []
+    for _ in range(n_docs):
+        x = [int(rng.integers(V))]
+        for _ in range(length - 1):
+            x.append(int(rng.choice(V, p=P[x[-1]])))
+        docs.append(np.array(x))
+    return docs
+
+
+def test_corpus_view_by_hand_and_conditional_at_agree():
+    docs = small_corpus()
+    kept = np.array([10, 11, 12, 13, 14, -1])               # symbol i is token 10 + i, symbol 5 OTHER
+    labels = [str(t) for t in kept]
+    view = LZ.corpus_view(docs, kept, labels, 2, 8)
+    assert view.data.m == 8 and view.tokens.shape == (8, 2)
+    assert (view.tokens == view.data.contexts + 10).all()
+    pairs = Counter()
+    for d in docs:
+        for a, b, c in zip(d, d[1:], d[2:]):
+            pairs[(a, b, c)] += 1
+    for j, (a, b) in enumerate(view.data.contexts):
+        row = np.array([pairs[(a, b, c)] for c in range(6)], dtype=float)
+        assert np.allclose(view.conditional[j], row / row.sum())
+    stream = np.concatenate(docs)
+    offsets = np.cumsum([0] + [len(d) for d in docs[:-1]])
+    assert np.allclose(LZ.conditional_at(stream, offsets, view.data.contexts, 6), view.conditional)
+    assert np.isclose(view.q_x.sum(), 1) and view.modes.shape == (8, 6)
+
+
+def test_conditional_at_refuses_an_unseen_context():
+    with pytest.raises(LZ.LensesError, match="never occur"):
+        LZ.conditional_at(np.array([0, 1, 0, 1, 0, 1]), np.array([0]), np.array([[1, 1]]), 2)
+
+
+def test_corpus_view_needs_an_other_symbol():
+    with pytest.raises(LZ.LensesError, match="OTHER"):
+        LZ.corpus_view(small_corpus(), np.array([1, 2, 3, 4, 5, 6]), list("abcdef"), 1, 4)
+
+
+# ---------------------------------------------------------------------------
+# the links between the lenses
+# ---------------------------------------------------------------------------
+
+def test_empty_future_link_both_ways(lm):
+    H = [(1, 2), (3, 4), (5, 6, 7)]
+    L = lg.extended_logit_matrix(lm, H, [()], None, centered=True)
+    P = LZ.model_conditional(lm, H, 1)
+    assert LZ.empty_future_link(L, P) < 1e-5
+    # the uncentred log-probabilities are not the logit rows (Def 2.1 centres them)
+    assert LZ.empty_future_link(L, P / np.e) > 0.5 or LZ.empty_future_link(L + 0.1, P) > 0.05
+
+
+def test_readout_link_both_ways(lm):
+    H = [(1, 2), (3, 4), (5,)]
+    L = lg.extended_logit_matrix(lm, H, [()], None, centered=True)
+    assert LZ.readout_link(lm, H, L) < 1e-4
+    assert LZ.readout_link(lm, H, L[[1, 0, 2]]) > 1e-2      # another history's row
+
+
+def test_context_embeddings_group_lengths_and_word_embeddings(lm):
+    H = [(1, 2), (3,), (4, 5)]
+    together = LZ.context_embeddings(lm, H)
+    alone = np.vstack([LZ.context_embeddings(lm, [h]) for h in H])
+    assert together.shape == (3, lm.config.hidden_size) and np.abs(together - alone).max() < 1e-5
+    W = LZ.word_embeddings(lm, [3, 1])
+    assert np.allclose(W, lm.model.get_output_embeddings().weight.detach().double().numpy()[[3, 1]])
+
+
+# ---------------------------------------------------------------------------
+# geometry comparisons, α, verdicts
+# ---------------------------------------------------------------------------
+
+def cosines(rng, n, d=3):
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X @ X.T
+
+
+def test_geometry_correlation_both_ways():
+    rng = np.random.default_rng(0)
+    A = cosines(rng, 30)
+    r, p = LZ.geometry_correlation(A, A, 200)
+    assert r == pytest.approx(1.0) and p == pytest.approx(1 / 201)
+    r, p = LZ.geometry_correlation(A, cosines(rng, 30), 200)
+    assert p > 0.01
+
+
+def test_paired_correlation_difference():
+    rng = np.random.default_rng(1)
+    B = cosines(rng, 40)
+    d, se = LZ.paired_correlation_difference(B, B, B, 50)
+    assert d == 0 and se == pytest.approx(0, abs=1e-12)
+    noisy = B + 0.3 * cosines(rng, 40)
+    d, se = LZ.paired_correlation_difference(B, noisy, B, 100)
+    assert d > 0 and d > 3 * se
+
+
+def test_alpha_by_size_recovers_an_exact_power_law():
+    rng = np.random.default_rng(2)
+    n, n_f, width, alpha = 64, 64, 3, 0.6
+    U = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    V = np.linalg.qr(rng.standard_normal((n_f * width, n)))[0]
+    L = U @ np.diag(np.arange(1, n + 1) ** -alpha) @ V.T
+    got = LZ.alpha_by_size(L, n_f, [1.0, 4.0])
+    assert got["original"][1.0] == pytest.approx(alpha, abs=1e-9)
+    assert got["literal"][1.0] < alpha - 0.01              # the literal reading is biased low
+    assert set(got["original"]) == {1.0, 4.0}
+
+
+def test_carried_shares_of_the_data_itself_are_one():
+    rng = np.random.default_rng(3)
+    q = rng.random((6, 4)) ** 2
+    modes = Modes.from_joint(q / q.sum())
+    cond = modes.conditional
+    shares = LZ.carried_shares(modes, cond[None])
+    assert np.allclose(shares, 1.0)
+    assert LZ.modes_carried(shares)[0] == modes.rank
+    flat = np.repeat(modes.q_y[None], 6, axis=0)            # a model that ignores the history
+    assert LZ.modes_carried(LZ.carried_shares(modes, flat[None]))[0] < modes.rank
+    assert LZ.carried_verdict([1, 1, 2, 4]).value == 3 and LZ.carried_verdict([2, 1]).value == -1
+
+
+def test_learning_order_both_ways():
+    rng = np.random.default_rng(4)
+    q = rng.random((12, 9)) ** 3
+    modes = Modes.from_joint(q / q.sum())
+    r = modes.rank
+    steps = np.arange(r + 1, dtype=float)
+    # the naive truncation keeping t modes carries modes 0..t−1 whole: mode α is learned at step α + 1
+    early = np.array([modes.naive_truncation(t) for t in range(r + 1)])
+    verdict = LZ.learning_order(steps, modes, early, 0.5, 300, 0)
+    assert verdict.undecided is None and verdict.value < 0 and verdict.detail["rho"] == pytest.approx(-1)
+    # the complement, smallest modes first: mode α is learned at step r − α
+    late = np.array([modes.naive_truncation(r) - modes.naive_truncation(r - t) for t in range(r + 1)])
+    verdict = LZ.learning_order(steps, modes, late, 0.5, 300, 0)
+    assert verdict.undecided is None and verdict.detail["low"] > 0 and verdict.detail["rho"] == pytest.approx(1)
+    # two carried modes are too few to decide
+    two = np.array([modes.naive_truncation(min(t, 2)) for t in range(r + 1)])
+    assert LZ.learning_order(steps, modes, two, 0.5, 300, 0).undecided
+
+
+def test_heavy_steps_scale_with_their_sizes():
+    values = {"hub_model": "suite", "model_size": "p-tiny", "n_histories": 100, "n_symbols": 32, "llc_chains": 4,
+              "llc_draws": 120, "llc_batch_size": 4, "llc_windows": 1024, "llc_context": 64}
+    steps = LZ.heavy_steps(values)
+    assert [s.name for s in steps] == ["extended logit matrices", "SGLD chains of λ̂"]
+    double = LZ.heavy_steps({**values, "n_histories": 200, "llc_draws": 240})
+    assert double[0].flops == pytest.approx(2 * steps[0].flops)
+    assert double[1].flops > 1.5 * steps[1].flops
+    hub = LZ.heavy_steps({**values, "hub_model": "EleutherAI/pythia-70m", "hub_revisions": ["step0", "step1", "step2"]})
+    assert hub[0].flops > steps[0].flops
+
+
+def test_the_llc_settings_are_the_learning_coefficients_chapters():
+    from lib.book.chapters import get_chapter
+
+    mine, theirs = get_chapter("lenses").presets["ci"], get_chapter("llc").presets["ci"]
+    for name in ("windows", "chains", "draws", "burn_in", "batch_size", "eps", "gamma"):
+        assert mine[f"llc_{name}"] == theirs[f"lm_{name}"], name
+    assert mine["model_size"] == theirs["lm_size"]
+
+
+# ---------------------------------------------------------------------------
+# the history side of a wide matrix, its spectrum, the language condition, the sentences
+# ---------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 8), st.integers(9, 40), st.integers(0, 10 ** 6))
+def test_history_side_keeps_the_left_singular_vectors_and_values(m, n, seed):
+    X = np.random.default_rng(seed).standard_normal((m, n)) * np.linspace(3, 0.5, m)[:, None]
+    R = LZ.history_side(X)
+    assert R.shape == (m, m)
+    assert np.allclose(R @ R.T, X @ X.T)                                     # same Gram matrix, hence same U, Σ
+    s_X, s_R = np.linalg.svd(X, compute_uv=False), np.linalg.svd(R, compute_uv=False)
+    assert np.allclose(s_X, s_R, rtol=1e-8)
+    for r in range(1, m):                                                    # the same top-r subspaces
+        assert np.allclose(lg.column_space_angles(X, R, r), 1, atol=1e-6)
+
+
+def test_history_side_leaves_a_tall_matrix_and_refuses_a_vector():
+    X = np.arange(12.0).reshape(4, 3)
+    assert LZ.history_side(X) is not None and np.array_equal(LZ.history_side(X), X)
+    with pytest.raises(LZ.LensesError):
+        LZ.history_side(np.ones(5))
+
+
+def test_normalised_spectrum_is_the_logits_modules_on_the_whole_matrix():
+    X = np.random.default_rng(3).standard_normal((6, 50)) * np.array([4, 2, 1, .5, .2, .1])[:, None]
+    assert np.allclose(LZ.normalised_spectrum(X), np.linalg.svd(X, compute_uv=False) / np.sqrt(X.size), rtol=1e-8)
+
+
+def test_lens_alignment_of_a_wide_matrix_equals_the_direct_angles():
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((7, 60)), rng.standard_normal((7, 4))
+    U = np.linalg.svd(A)[0][:, :2]
+    V = np.linalg.svd(B)[0][:, :2]
+    want = np.linalg.svd(U.T @ V, compute_uv=False)
+    assert np.allclose(LZ.lens_alignment(A, B, 2), want, atol=1e-8)
+
+
+def test_language_condition_of_a_markov_chain_and_of_a_transformer(lm):
+    rng = np.random.default_rng(1)
+    P = random_chain(rng, 5)
+    table = np.array([0, 1, 1, 2, 0])                                       # a map onto 3 symbols
+    assert LZ.language_condition_error(markov_oracle(P), [(0,), (3, 2)], table) < 1e-12
+    assert LZ.language_condition_error(lm, [(1,), (2, 5)], np.arange(8) % 3) < 1e-5
+
+
+def test_language_condition_catches_a_transposed_order(monkeypatch):
+    rng = np.random.default_rng(2)
+    P = random_chain(rng, 4)
+    real = LZ.model_conditional
+
+    def transposed(model, histories, l, symbols=None, **kw):
+        out = real(model, histories, l, symbols, **kw)
+        if l == 2:
+            n = int(round(np.sqrt(out.shape[1])))
+            out = out.reshape(len(out), n, n).transpose(0, 2, 1).reshape(len(out), -1)
+        return out
+
+    monkeypatch.setattr(LZ, "model_conditional", transposed)
+    assert LZ.language_condition_error(markov_oracle(P), [(0,), (1,)], np.arange(4)) > 1e-3
+
+
+def fake_readings():
+    def reading(step, words, contexts, lam, se, alpha):
+        return LZ.Reading(step=step, conditional={}, link_error=0.0, readout_error=0.0, singular_values=np.ones(2),
+                          alpha={"original": {1.0: alpha}, "literal": {1.0: alpha}}, cosines={},
+                          context_cos=np.eye(2), word_cos=np.eye(2),
+                          geometry={"words": words, "words_p": 0.5, "contexts": contexts, "contexts_p": 0.5},
+                          llc={"llc": lam, "se": se, "rhat": 1.0, "min_ess": 50.0})
+    return [reading(0, -0.04, 0.36, 3.8, 1.0, 0.88), reading(400, 0.60, 0.66, 155.6, 3.0, 1.32)]
+
+
+def test_sentences_follow_the_verdicts():
+    first, last = fake_readings()
+    up = LZ.Verdict(40.0, None, {"rho_with_modes": 0.9})
+    flat = LZ.Verdict(0.5, "the chains' spread is too large to say", {"rho_with_modes": float("nan")})
+    down = LZ.Verdict(-3.0, None, {"rho_with_modes": -0.5})
+    assert "a rise of 40.0 s.e." in LZ.llc_sentence([first, last], up)
+    assert "undecided at these settings (the chains' spread" in LZ.llc_sentence([first, last], flat)
+    assert "no rise (-3.0 s.e.)" in LZ.llc_sentence([first, last], down)
+    assert "3.8 ± 1.0 at step 0 and 155.6 ± 3.0" in LZ.llc_sentence([first, last], up)
+    order_yes, order_no = LZ.Verdict(-0.2, None, {"rho": -0.8}), LZ.Verdict(0.9, None, {"rho": 0.6})
+    assert "come first (ρ = -0.80)" in LZ.modes_sentence([0, 1, 2], [1, 1, 4], order_yes)
+    assert "first added by step 2" in LZ.modes_sentence([0, 1, 2], [1, 1, 4], order_yes)
+    assert "do not come first" in LZ.modes_sentence([0, 1, 2], [1, 1, 4], order_no)
+    detail = {"overlap": 0.4, "step0_overlap": 0.3, "random_mean": 0.2,
+              "z": {"step-0 model": 2.5, "shuffled corpus": 3.0, "random subspaces": 7.0}}
+    assert "the closest, the step-0 model, by 2.5 s.e." in LZ.logits_sentence([0, 400], [first, last],
+                                                                               LZ.Verdict(2.5, None, detail))
+    assert "not more aligned than the step-0 model" in LZ.logits_sentence([0, 400], [first, last],
+                                                                           LZ.Verdict(1.0, None, {**detail, "z": {**detail["z"], "step-0 model": 1.0}}))
+    geo = {"words": LZ.Verdict(0.001), "approach": LZ.Verdict(6.8)}
+    text = LZ.geometry_sentence(first, last, geo)
+    assert "r = 0.60 at the end (step 0: -0.04; the permutation null is rejected)" in text
+    assert "a gain of 6.8 s.e." in text
+    text = LZ.geometry_sentence(first, last, {"words": LZ.Verdict(0.2), "approach": LZ.Verdict(0.5)})
+    assert "is not rejected" in text and "no gain beyond step 0" in text
+
+
+# ---------------------------------------------------------------------------
+# the chapter's rules, refused before any kernel starts, both ways
+# ---------------------------------------------------------------------------
+
+RULES = [
+    ({"align_rank": 26}, "parameter 'align_rank'", "4 * align_rank <= n_histories", {"align_rank": 25}),
+    ({"history_lengths": [2, 3]}, "parameter 'history_lengths'", "history_lengths[0] == 1", {"history_lengths": [1, 3]}),
+    ({"history_lengths": [1, 1]}, "parameter 'history_lengths'", "the items repeat", {"history_lengths": [1, 2]}),
+    ({"history_lengths": [1, 5]}, "parameter 'history_lengths'", "5 is above 4", {"history_lengths": [1, 4]}),
+    ({"hub_model": "EleutherAI/pythia-70m", "hub_revisions": ["step0"]}, "parameter 'hub_revisions'",
+     "len(hub_revisions) >= 2", {"hub_model": "EleutherAI/pythia-70m", "hub_revisions": ["step0", "step143000"]}),
+    ({"model_size": "p-huge"}, "parameter 'model_size'", "p-tiny", {"model_size": "p-small"}),
+    ({"llc_batch_size": 1025}, "parameter 'llc_windows'", "llc_batch_size <= llc_windows", {"llc_batch_size": 1024}),
+    ({"n_symbols": 2}, "parameter 'n_symbols'", "3", {"n_symbols": 3}),
+    ({"alpha_factors": [1.0, 0.5]}, "parameter 'alpha_factors'", "", {"alpha_factors": [1.0, 2.0]}),
+]
+
+
+@pytest.mark.parametrize("bad, name, why, good", RULES, ids=[",".join(r[0]) for r in RULES])
+def test_each_rule_refuses_a_wrong_value_and_passes_a_near_one(bad, name, why, good):
+    from lib.book.chapters import chapters
+    from lib.book.parameters import ParameterError
+    from lib.book.runner import check_parameters
+
+    c = chapters()["lenses"]
+    with pytest.raises(ParameterError) as err:
+        check_parameters(c, bad)
+    assert str(err.value).startswith(name) and why in str(err.value), str(err.value)
+    check_parameters(c, good)
+
+
+def test_conditional_at_gives_an_unseen_context_the_marginal_when_asked():
+    stream = np.array([0, 1, 0, 2, 1, 1, 0, 1])
+    contexts = np.array([[0], [2], [1]])
+    got = LZ.conditional_at(stream, [0], contexts, 3, unseen="marginal")
+    want_0 = np.array([0, 2, 1]) / 3                        # after 0: 1, 2, 1
+    assert np.allclose(got[0], want_0)
+    stream2 = np.array([0, 1, 0, 1, 1, 0])                  # symbol 2 never occurs as a context
+    got = LZ.conditional_at(stream2, [0], np.array([[2], [0]]), 3, unseen="marginal")
+    pairs = Counter(zip(stream2, stream2[1:]))
+    marginal = np.array([sum(v for (a, b), v in pairs.items() if b == c) for c in range(3)], dtype=float)
+    assert np.allclose(got[0], marginal / marginal.sum())
+    assert np.allclose(got.sum(1), 1)
+    with pytest.raises(LZ.LensesError, match="never occur"):
+        LZ.conditional_at(stream2, [0], np.array([[2], [0]]), 3)
+    with pytest.raises(LZ.LensesError, match="unseen"):
+        LZ.conditional_at(stream2, [0], np.array([[0]]), 3, unseen="zero")
+
+
+# ---------------------------------------------------------------------------
+# the verdicts against their nulls, both ways
+# ---------------------------------------------------------------------------
+
+def test_llc_verdict_both_ways():
+    first, last = fake_readings()                                            # 3.8 ± 1.0, then 155.6 ± 3.0
+    up = LZ.llc_verdict([first, last], [1, 7])
+    assert up.undecided is None and up.value == pytest.approx((155.6 - 3.8) / np.hypot(1.0, 3.0))
+    assert up.detail["max_rhat"] == 1.0 and up.detail["min_ess"] == 50.0
+    last.llc = {**last.llc, "llc": 6.0}                                      # 2.2 / 3.16 = 0.70 s.e.: too close
+    assert LZ.llc_verdict([first, last], [1, 7]).undecided
+    last.llc = {**last.llc, "llc": -20.0}                                    # a fall of 7.5 s.e.: decided, below −2
+    down = LZ.llc_verdict([first, last], [1, 7])
+    assert down.undecided is None and down.value < -LZ.ALIGNMENT_Z
+
+
+def aligned_study(m=40, seed=0):
+    """A study whose data conditional has a clear history structure, and logit matrices that carry it (or not)."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    groups = np.arange(m) % 4
+    cond = np.full((m, 6), 0.02)
+    cond[np.arange(m), groups] = 0.9
+    cond /= cond.sum(1, keepdims=True)
+    shuffled = np.tile(cond.mean(0), (m, 1)) + rng.random((m, 6)) * 0.01
+    long = SimpleNamespace(q_x=np.full(m, 1 / m), conditional=cond)
+    study = SimpleNamespace(long=long, shuffled=shuffled / shuffled.sum(1, keepdims=True), align_rank=3)
+    mix = rng.standard_normal((6, 30))
+    carried = np.log(cond) @ mix + 0.05 * rng.standard_normal((m, 30))       # logits that carry the groups
+    unrelated = rng.standard_normal((m, 30))
+    return study, carried, unrelated
+
+
+def test_alignment_verdict_both_ways():
+    study, carried, unrelated = aligned_study()
+    first, last = fake_readings()
+    first.logits, last.logits = unrelated, carried
+    yes = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=0.1)
+    assert yes.undecided is None and yes.value >= LZ.ALIGNMENT_Z
+    assert yes.detail["overlap"] > 0.95 > yes.detail["step0_overlap"]
+    first.logits, last.logits = carried, unrelated                           # training that forgets: z < 0
+    no = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=1.0)
+    assert no.undecided is None and no.value < LZ.ALIGNMENT_Z
+    vague = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=1e-6)
+    assert vague.undecided is not None
+    first.logits = None
+    with pytest.raises(LZ.LensesError, match="keep_logits"):
+        LZ.alignment_verdict(study, first, last, n_boot=10, null_trials=5, seed=0, resolution=0.1)
+
+
+def test_geometry_verdicts_both_ways():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 4))
+    target = ntp_cos(X)
+    study = SimpleNamespace(context_mm=target)
+    first, last = fake_readings()
+    first.context_cos, last.context_cos = ntp_cos(rng.standard_normal((30, 4))), ntp_cos(X + 0.1 * rng.standard_normal(X.shape))
+    out = LZ.geometry_verdicts(study, first, last, level=0.01, n_boot=100, seed=0, resolution=0.1)
+    assert out["approach"].undecided is None and out["approach"].value >= LZ.ALIGNMENT_Z
+    assert out["words"].value == last.geometry["words_p"] and out["contexts"].detail["r"] == last.geometry["contexts"]
+    first.context_cos, last.context_cos = last.context_cos, first.context_cos        # moving away
+    away = LZ.geometry_verdicts(study, first, last, level=0.01, n_boot=100, seed=0, resolution=1.0)
+    assert away["approach"].undecided is None and away["approach"].value < 0
+    vague = LZ.geometry_verdicts(study, first, last, level=0.01, n_boot=100, seed=0, resolution=1e-6)
+    assert vague["approach"].undecided is not None
+
+
+def ntp_cos(X):
+    X = np.asarray(X, float)
+    Y = X / np.linalg.norm(X, axis=1, keepdims=True)
+    return Y @ Y.T
+
+
+def test_prepare_study_and_read_checkpoint_on_a_tiny_model(lm):
+    rng = np.random.default_rng(0)
+    P = random_chain(rng, 8) ** 3
+    P /= P.sum(1, keepdims=True)
+    tokens = [0]
+    for _ in range(3999):
+        tokens.append(int(rng.choice(8, p=P[tokens[-1]])))
+    study = LZ.prepare_study(np.array(tokens), np.array([0, 2000]), 8, n_symbols=5, history_lengths=[1, 2],
+                             n_histories=12, align_rank=3, alpha_factors=[1.0, 4.0], llc_windows=8, llc_context=8,
+                             seed=0)
+    assert study.long_k == 2 and study.kept.size == 4 and study.long.data.m == 12
+    assert study.futures == [()] + [(int(t),) for t in study.kept]
+    # the data's conditional at the long histories, recounted by hand
+    k2 = study.long
+    for j, h in enumerate(k2.histories):
+        nxt = [tokens[i + 2] for i in range(len(tokens) - 2)                  # within one document
+               if (tokens[i], tokens[i + 1]) == h and not i < 2000 <= i + 2]
+        sym = study.table[np.array(nxt)]
+        assert np.allclose(k2.conditional[j], np.bincount(sym, minlength=5) / len(sym))
+    reading = LZ.read_checkpoint(lm, study, 0, n_perm=50, seed=0, keep_logits=True)
+    assert reading.link_error < 1e-4 and reading.readout_error < 1e-4
+    assert set(reading.conditional) == {1, 2} and np.allclose(reading.conditional[2].sum(1), 1)
+    assert reading.logits.shape == (12, len(study.futures) * 8)
+    assert set(reading.cosines) == set(LZ.ALIGNED_PAIRS) and all(c.shape == (3,) for c in reading.cosines.values())
+    assert reading.llc == {}
+
+
+def test_modes_carried_counts_a_share_at_the_level():
+    shares = np.array([[1.0, 0.5, 0.49999, 0.2], [0.5, 0.5, 0.5, 0.5]])
+    assert LZ.modes_carried(shares, 0.5).tolist() == [2, 4]
+    assert LZ.modes_carried(shares, 0.2).tolist() == [4, 4]
+
+
+def test_alignment_verdict_resolution_is_two_standard_errors():
+    study, carried, unrelated = aligned_study()
+    first, last = fake_readings()
+    first.logits, last.logits = carried, unrelated
+    probe = LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0, resolution=1e-6)
+    weakest = min(probe.detail["z"], key=probe.detail["z"].get)
+    se = probe.detail["se"][weakest]
+    assert LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0,
+                                resolution=1.5 * se).undecided is not None
+    assert LZ.alignment_verdict(study, first, last, n_boot=100, null_trials=50, seed=0,
+                                resolution=2.5 * se).undecided is None
+
+
+def test_geometry_verdict_of_an_unchanged_model_is_undecided_not_nan():
+    from types import SimpleNamespace
+
+    X = np.random.default_rng(2).standard_normal((12, 3))
+    first, last = fake_readings()
+    first.context_cos = last.context_cos = ntp_cos(X)
+    out = LZ.geometry_verdicts(SimpleNamespace(context_mm=ntp_cos(X + 1)), first, last, level=0.01, n_boot=50, seed=0,
+                               resolution=0.1)
+    assert out["approach"].value is None and "no spread" in out["approach"].undecided
