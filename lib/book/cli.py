@@ -21,6 +21,7 @@ what was given.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -59,6 +60,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     plan.add_argument("--smoke", action="store_true", help="with --profile paper: the smoke sizes")
     plan.add_argument("--gpu", nargs=2, type=float, metavar=("MEMORY_GB", "TFLOPS"),
                       help="plan for a GPU of this memory and throughput instead of this machine")
+    plan.add_argument("--host-gb", type=float, metavar="MEMORY_GB",
+                      help="with --gpu: the memory of that machine's host, for the steps that run on the CPU "
+                           "(default: this machine's available memory; the throughput is this CPU's)")
     diff = commands.add_parser("diff", help="compare every recorded value and figure with the published reference")
     diff.add_argument("--records", type=Path, help="this run's records folder (default: _build/records)")
     diff.add_argument("--reference", type=Path, help="the reference folder (default: reference/ci)")
@@ -242,8 +246,17 @@ def _plan(args: argparse.Namespace) -> int:
             if args.smoke:
                 mine = {**chapter.presets.get(SMOKE, {}), **mine}
             planned.append((chapter, chapter.resolve(mine)))  # no preflight: plan for a device this machine lacks
+        if args.host_gb is not None and not args.gpu:
+            raise ParameterError("--host-gb describes the host of a GPU planned with --gpu MEMORY_GB TFLOPS; "
+                                 "without --gpu the plan is for this machine")
         if args.gpu:
-            device = named_gpu(*args.gpu, host=this_device("cpu"))
+            cpu = this_device("cpu")
+            if args.host_gb is not None:
+                if not args.host_gb > 0:
+                    raise ParameterError(f"--host-gb: allowed values are gigabytes > 0; got {args.host_gb:g}")
+                cpu = dataclasses.replace(cpu, name=f"a host with {args.host_gb:g} GB (stated)",
+                                          memory_bytes=args.host_gb * 1e9)
+            device = named_gpu(*args.gpu, host=cpu)
         else:
             wants_cuda = any(values["device"] == "cuda" for _, values in planned)
             import torch

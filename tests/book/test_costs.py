@@ -72,3 +72,25 @@ def test_host_steps_are_held_to_the_hosts_memory_and_priced_at_its_rate():
 def test_a_step_without_a_memory_estimate_says_so():
     lines = costs.plan_lines("isan", [costs.HeavyStep("the learner", "T = 10", 0, 1e9)], costs.Device("d", 1e9, 1e9))
     assert "peak not estimated" in lines[1] and "peak 0" not in lines[1]
+
+
+def test_plan_command_for_a_gpu_and_its_stated_host():
+    """`plan --gpu 80 300 --host-gb 128`: Examples' host steps (41.7 GB at the paper preset) fit the stated host;
+    on a 16 GB host they do not; --host-gb without --gpu is refused."""
+    import subprocess
+    import sys
+
+    from lib import REPO_ROOT
+
+    def plan(*args):
+        return subprocess.run([sys.executable, "-m", "lib", "plan", "examples", "--profile", "paper", *args],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+    big = plan("--gpu", "80", "300", "--host-gb", "128")
+    assert big.returncode == 0, big.stderr
+    host_lines = [line for line in big.stdout.splitlines() if "on the host, a host with 128 GB (stated)" in line]
+    assert len(host_lines) == 2 and all("(fits)" in line for line in host_lines)
+    small = plan("--gpu", "80", "300", "--host-gb", "16")
+    assert small.stdout.count("DOES NOT FIT") == 2
+    refused = plan("--host-gb", "16")
+    assert refused.returncode == 2 and "--host-gb describes the host of a GPU" in refused.stderr
