@@ -25,7 +25,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
 ## The chapters whose verdicts rest on sampling, at five seeds; the table of each claim's verdict per seed.
-ROBUST_CHAPTERS ?= examples llc insensitivity llc_theorems logit_rank ntp
+ROBUST_CHAPTERS ?= examples llc insensitivity llc_theorems logit_rank ntp lenses
 ROBUST_SEEDS ?= 0,1,2,3,4
 robust: setup
 	$(BOOK) run $(ROBUST_CHAPTERS) --seeds $(ROBUST_SEEDS) --out _build/robust
