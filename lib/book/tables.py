@@ -138,7 +138,8 @@ _UNESCAPE = re.compile(r"\\(.)")
 
 def cell_words(markdown: str) -> list[tuple[str, str]]:
     """The unbreakable words of one cell's Markdown, as (kind, text) with kind 'text', 'code' or 'math':
-    text split at spaces and after :data:`BREAK_AFTER`, code at spaces, maths whole; escapes and
+    text split at spaces, soft hyphens (``&shy;``, <wbr>) and after :data:`BREAK_AFTER`, code at spaces, maths
+    whole; escapes and
     emphasis marks removed, a link reduced to its text."""
     words: list[tuple[str, str]] = []
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)  # [text](target) shows as text
@@ -146,6 +147,7 @@ def cell_words(markdown: str) -> list[tuple[str, str]]:
     for match in list(_SEGMENT.finditer(text)) + [None]:
         plain = text[position:match.start() if match else len(text)]
         plain = _UNESCAPE.sub(r"\1", re.sub(r"(?<!\\)[*_]{1,2}", "", plain))
+        plain = re.sub(r"&shy;|\u00ad|<wbr\s*/?>", " ", plain)  # a soft hyphen or <wbr> is a place to break
         for chunk in plain.split():
             words += [("text", w) for w in re.findall(rf"[^{re.escape(BREAK_AFTER)}]*[{re.escape(BREAK_AFTER)}]|"
                                                       rf"[^{re.escape(BREAK_AFTER)}]+", chunk) if w]
@@ -221,7 +223,10 @@ def min_width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> TableWid
     for r, cells in enumerate([list(headers)] + [list(row) for row in rows]):
         for c, cell in enumerate(cells):
             for kind, word in cell_words(str(cell)):
-                w = word_width(kind, word, bold=r == 0)
+                if kind == "code" and r > 0:  # _static/book.css: `table td code` may break anywhere
+                    w = max(word_width(kind, ch) for ch in word)
+                else:
+                    w = word_width(kind, word, bold=r == 0)
                 if w > columns[c]:
                     columns[c], widest[c] = w, word
     columns = [w + CELL_PADDING_PX + CELL_BORDER_PX for w in columns]

@@ -1,5 +1,6 @@
 """Tables: numbers whole and short, missing values as a dash, text escaped, and measured against the column."""
 import json
+from pathlib import Path
 import math
 import warnings
 
@@ -164,3 +165,19 @@ def test_a_table_wider_than_the_column_is_shown_as_parts_that_fit():
     assert parts[1][1][2][1] == format_cell(rows[2][parts[1][0][1]], 4)  # the cells move with their columns
     narrow = table([{"a": 1, "b": 2}], name="narrow").data
     assert len(markdown_tables(narrow)) == 1
+
+
+def test_a_soft_hyphen_is_a_place_to_break():
+    assert cell_words("repro&shy;duces") == [("text", "repro"), ("text", "duces")]
+    assert cell_words("a\u00adb<wbr>c") == [("text", "a"), ("text", "b"), ("text", "c")]
+
+
+def test_code_in_a_body_cell_may_break_anywhere_as_the_style_sheet_says():
+    """_static/book.css gives `table td code` overflow-wrap: anywhere, so a long identifier in a body cell
+    needs one character's width, in a header its whole width."""
+    ident = "`llc_theorems.truncated-potential-more-critical`"
+    body = min_width(["id"], [[ident]])
+    head = min_width([ident], [["x"]])
+    assert body.columns[0] < 40 < head.columns[0]
+    css = (Path(__file__).resolve().parents[2] / "_static" / "book.css").read_text()
+    assert "table td code" in css and "overflow-wrap: anywhere" in css
