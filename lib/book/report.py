@@ -213,12 +213,23 @@ def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: st
         where = links.get(c.id) or (f"{{doc}}`{c.chapter} <{doc}>`" if doc else c.chapter)
         verdict = f"**{r.status}**" if not r.ok else r.status
         why = f" ({_cell(r.reason)})" if r.reason and r.status == UNDECIDED else ""
-        claim = f"{c.statement} ({c.source}) <br>`{c.id}`: {c.check.describe()}"
+        claim = f"{c.statement} ({breakable(c.source)}) <br>`{c.id}`: {c.check.describe()}"
         mark = published_values.get(c.id, "—")
         lines.append("| " + " | ".join(_cell(x) for x in (
             verdict + why, claim, _fmt(r.value), c.paper_value or "—",
             f"**{mark}**" if mark == PUBLISHED_NO else mark, where)) + " |")
     return "\n".join(lines + [":::"])
+
+
+def breakable(source: str) -> str:
+    """A claim's source with a line-break opportunity (``<wbr>``) after each dot or underscore of a dotted
+    name (``lib.isan.rarebranchisan``), so that a long name wraps in the report's narrow column; a source
+    holding code or maths is left as it is."""
+    import re
+
+    if "`" in source or "$" in source:
+        return source
+    return re.sub(r"(?<=[A-Za-z0-9][._])(?=[A-Za-z])", "<wbr>", source)
 
 
 KIND_ANCHORS = {"must_hold": "must-hold", "consistency": "consistency-checks", "finding": "the-papers-empirical-findings"}

@@ -147,10 +147,13 @@ def test_column_groups_by_hand():
     assert column_groups(TableWidth(1000.0, [100.0, 898.0], ["w"] * 2), 756) == [[0, 1]]  # nothing to split
 
 
-def test_a_table_wider_than_the_column_is_shown_as_parts_that_fit():
+def test_a_table_wider_than_the_column_is_shown_as_parts_that_fit(tmp_path, monkeypatch):
+    from lib.book import records
     from lib.book.figures import PAGE_PX
     from lib.book.tables import markdown_tables, min_width, table
 
+    monkeypatch.setenv(records.RECORDS_ENV, str(tmp_path))  # the widths go to this test's record
+    records.start("hilbert", {})
     rows = [{"case": f"c{i}", **{f"a rather long header number {j}": 1000.0 * i + j for j in range(12)}}
             for i in range(3)]
     with warnings.catch_warnings():

@@ -1,0 +1,14 @@
+"""Every fast test writes chapter records into its own folder: a test that records (directly, or through
+``table``/``show_figure``) never touches the book's ``_build/records``, whatever chapter an earlier test left
+started (the folder is read at each write: lib.book.records.records_dir). Subprocesses inherit the variable.
+The slow tests (the whole book, the smoke runs) write where a reader's run does."""
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def records_in_a_temporary_folder(tmp_path_factory, monkeypatch, request):
+    if not request.node.get_closest_marker("slow"):
+        from lib.book.records import RECORDS_ENV
+
+        monkeypatch.setenv(RECORDS_ENV, str(tmp_path_factory.mktemp("records")))
+    yield
