@@ -333,15 +333,16 @@ def _png_size(path: Path) -> str:
     return f"{width}×{height} px"
 
 
-def compare(records: Path | str, reference: Path | str = REFERENCE_DIR) -> Comparison:
-    """Compare every chapter of ``records`` that the reference has (values, then figures).
+def compare(records: Path | str, reference: Path | str = REFERENCE_DIR, *, exclude: tuple[str, ...] = ()) -> Comparison:
+    """Compare every chapter of ``records`` that the reference has (values, then figures), except the
+    chapters in ``exclude`` (the report, whose own record is still being written when it compares).
 
     Raises :class:`ReferenceError` when the two cannot be compared: a missing folder, no
     records, corrupt JSON, a run of another profile than the reference's.
     """
     records, reference = run_folder(records), Path(reference)
-    run = read_folder(records, "records")
-    ref = read_folder(reference, "reference")
+    run = {c: d for c, d in read_folder(records, "records").items() if c not in exclude}
+    ref = {c: d for c, d in read_folder(reference, "reference").items() if c not in exclude}
     for chapter, data in run.items():
         if data["meta"].get("incomplete"):
             raise ReferenceError(f"{chapter}: this run's record is incomplete ({data['meta']['incomplete']}); "

@@ -155,13 +155,15 @@ def claim_links(built_from_notebooks: bool | None = None) -> dict[str, str]:
 PUBLISHED_YES, PUBLISHED_NO = "yes", "no"
 
 
-def against_reference(directory: Path | str | None = None) -> tuple[Any, str | None]:
-    """The run's records compared with the published reference (:func:`lib.book.reference.compare`):
-    (comparison, None), or (None, why they cannot be compared)."""
+def against_reference(directory: Path | str | None = None, exclude: tuple[str, ...] = ("report",)
+                      ) -> tuple[Any, str | None]:
+    """The run's records compared with the published reference (:func:`lib.book.reference.compare`), the
+    report itself left out (its record is being written as it compares): (comparison, None), or (None, why
+    they cannot be compared)."""
     from .reference import REFERENCE_DIR, ReferenceError, compare
 
     try:
-        return compare(records_folder(directory), REFERENCE_DIR), None
+        return compare(records_folder(directory), REFERENCE_DIR, exclude=exclude), None
     except (ReferenceError, FileNotFoundError) as err:
         return None, str(err)
 

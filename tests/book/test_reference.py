@@ -224,3 +224,20 @@ def test_diff_command_exit_status_and_lines(tmp_path):
                           (["--records", str(same), "--reference", str(tmp_path / "nope")], "does not exist")):
         proc = _cli(*args)
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_excluded_chapter_is_neither_compared_nor_refused_as_incomplete(tmp_path):
+    from lib.book import reference as ref_module
+
+    """The report compares the run while its own record is still incomplete: leaving it out compares the rest."""
+    ref = _folder(tmp_path / "ref", BASE)
+    _folder(tmp_path / "ref", {"x": {"value": 1}}, chapter="report")
+    run = _folder(tmp_path / "run", BASE)
+    _folder(tmp_path / "run", {"x": {"value": 2}}, chapter="report", finished=False)
+    meta = json.loads((run / "report.json").read_text())
+    meta["meta"]["incomplete"] = "running"
+    (run / "report.json").write_text(json.dumps(meta))
+    with pytest.raises(ref_module.ReferenceError, match="report: this run's record is incomplete"):
+        ref_module.compare(run, ref)
+    done = ref_module.compare(run, ref, exclude=("report",))
+    assert not done.differences and done.values == 5 and "report" not in done.not_run
