@@ -694,10 +694,10 @@ def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto", sm
     chapter = load_chapter(REPO_ROOT / "chapters" / "insensitivity.md")
     given = {"profile": profile, "seed": seed, "device": device}
     if smoke:
-        if profile != "paper" or "smoke" not in chapter.presets:
+        if profile != "paper":
             raise ValueError(f"the smoke sizes of the chapter 'Insensitivity' cut its paper profile; got profile "
                              f"{profile!r}")
-        given = {**chapter.presets["smoke"], **given}
+        given = chapter.with_smoke(given)
     return chapter.resolve(given)
 
 

@@ -51,10 +51,10 @@ def intro_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: boo
     intro = get_chapter("intro")
     given = {"profile": profile, "seed": seed, "device": device}
     if smoke:
-        if profile != "paper" or "smoke" not in intro.presets:
-            raise ValueError(f"the Introduction's smoke sizes cut its paper profile: profile must be 'paper' and "
-                             f"{intro.declaration} must declare 'smoke' presets (profile {profile!r})")
-        given = {**intro.presets["smoke"], **given}
+        if profile != "paper":
+            raise ValueError(f"the Introduction's smoke sizes cut its paper profile: profile must be 'paper' "
+                             f"(profile {profile!r})")
+        given = intro.with_smoke(given)
     return intro.resolve(given)
 
 

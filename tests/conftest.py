@@ -12,3 +12,15 @@ def records_in_a_temporary_folder(tmp_path_factory, monkeypatch, request):
 
         monkeypatch.setenv(RECORDS_ENV, str(tmp_path_factory.mktemp("records")))
     yield
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Models of a few parameters: more intra-op threads only add synchronisation (and spin on a shared CPU).
+    A module asks for it with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -12,13 +12,7 @@ from lib import known_llc
 from lib.known_llc import normal_crossing_llc, regular_llc, rrr_llc
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Models of a few parameters: more intra-op threads only add synchronisation (and spin on a shared CPU)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.mark.parametrize("M,H,N,expected,case", [

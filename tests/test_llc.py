@@ -13,13 +13,7 @@ from lib import known_llc, llc
 from lib.known_llc import squared_error
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Models of a few parameters: more intra-op threads only add synchronisation (and spin on a shared CPU)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 SMALL = dict(nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8, draws=300, burn_in=100, batch_size=50, seed=0,
              device="cpu", progress=False)

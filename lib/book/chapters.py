@@ -231,6 +231,14 @@ class Chapter:
         """The chapter's entry in ``_toc.yml`` (its path without suffix)."""
         return self.path.rsplit(".", 1)[0]
 
+    def with_smoke(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` on top of the chapter's ``smoke`` presets (the sizes a ``--profile paper --smoke`` run cuts;
+        the reader's own values win); refused for a chapter that declares none."""
+        if SMOKE not in self.presets:
+            raise ParameterError(f"{self.id}: --smoke needs the chapter's 'smoke' presets (which paper sizes to "
+                                 f"cut, and to what), and {self.declaration} declares none")
+        return {**self.presets[SMOKE], **given}
+
     def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
         """Check ``given`` and fill every ``None`` with the profile's preset."""
         values = {**self.spec.defaults(), **self.spec.check(given)}

@@ -106,16 +106,25 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def parameters_given(args: argparse.Namespace) -> dict | None:
+    """The reader's ``-p NAME VALUE`` values and ``--profile`` of a ``run`` or ``plan``; None, after saying why,
+    when the command names no chapter (and no ``--all``)."""
+    if not args.chapters and not args.all:
+        print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
+        return None
+    given = {name: parse_cli_value(value) for name, value in args.parameter}
+    if args.profile is not None:
+        given["profile"] = args.profile
+    return given
+
+
 def _run(args: argparse.Namespace) -> int:
     from .pages import BUILD_DIR
     from .report import SEED_FOLDER
     from .runner import ChapterInterrupted, execute, plan
 
-    given = {name: parse_cli_value(value) for name, value in args.parameter}
-    if args.profile is not None:
-        given["profile"] = args.profile
-    if not args.chapters and not args.all:
-        print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
+    given = parameters_given(args)
+    if given is None:
         return USAGE
     try:
         if args.timeout is not None and args.timeout <= 0:
@@ -223,15 +232,11 @@ def _chapter_ran(result, results) -> bool:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .chapters import SMOKE
     from .costs import heavy_steps, named_gpu, plan_lines, this_device
     from .runner import book_chapters, find_chapter
 
-    given = {name: parse_cli_value(value) for name, value in args.parameter}
-    if args.profile is not None:
-        given["profile"] = args.profile
-    if not args.chapters and not args.all:
-        print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
+    given = parameters_given(args)
+    if given is None:
         return USAGE
     try:
         if args.smoke and given.get("profile") != "paper":
@@ -244,7 +249,7 @@ def _plan(args: argparse.Namespace) -> int:
         for chapter in selected:
             mine = {k: v for k, v in given.items() if k in chapter.spec.names} if args.all else dict(given)
             if args.smoke:
-                mine = {**chapter.presets.get(SMOKE, {}), **mine}
+                mine = chapter.with_smoke(mine)
             planned.append((chapter, chapter.resolve(mine)))  # no preflight: plan for a device this machine lacks
         if args.host_gb is not None and not args.gpu:
             raise ParameterError("--host-gb describes the host of a GPU planned with --gpu MEMORY_GB TFLOPS; "

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import PATH_PARAMETERS, SMOKE, Chapter, chapters, get_chapter, read_notebook as read_source
+from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
 from .claims import Result, evaluate
 from .pages import executed_path
 from .progress import TERMINAL_ENV
@@ -342,10 +342,7 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
     for chapter in selected:
         mine = absolute_paths({k: v for k, v in given.items() if k in chapter.spec.names} if every else dict(given))
         if smoke:
-            if SMOKE not in chapter.presets:
-                raise ParameterError(f"{chapter.id}: --smoke needs the chapter's 'smoke' presets (which paper sizes to "
-                                     f"cut, and to what), and {chapter.declaration} declares none")
-            mine = {**chapter.presets[SMOKE], **mine}
+            mine = chapter.with_smoke(mine)
         values = check_parameters(chapter, mine)
         fits_the_device(chapter, values)
         plans.append((chapter, mine))
