@@ -13,19 +13,18 @@ by default (so nβ = n / log n; Watanabe 2013). E_p is approximated by SGLD,
 with B_t a minibatch of m indices drawn uniformly for each chain, and the loss trace L_{B_t}(w_t)
 averaged over chains and over the draws after burn-in (Eq. 13).
 
-How the sampler is built:
+How the sampler is built (the engine is :mod:`lib.sgld`):
 
 * **All chains in one tensor.** A chain's parameters are one flat vector, the chains a
-  (C, D) tensor; the model is called on each chain with ``torch.func.functional_call``
-  under ``torch.func.vmap`` of ``torch.func.grad``, so one step is one batched
-  forward + backward and one fused update, with no Python loop over chains or over
-  parameter tensors. Chains are processed in chunks that fit in memory (checked before
+  (C, D) tensor; by default (``batching="vmap"``) the model is called on each chain with
+  ``torch.func.functional_call`` under ``torch.func.vmap`` of ``torch.func.grad``, so one
+  step is one batched forward + backward and one update, with no Python loop over chains or
+  over parameter tensors. Chains are processed in chunks that fit in memory (checked before
   sampling; :class:`LLCMemoryError` if even one chain cannot fit).
 * **Large models.** ``batching="loop"`` replaces the ``vmap`` by one plain autograd
-  forward + backward per chain (no ``torch.func`` transforms), which is faster when one
-  chain's minibatch already fills the cores. The update itself works in place on reused
-  (C, D) buffers (the same floating-point operations, in the same order, as the textbook
-  form above).
+  forward + backward per chain, faster when one chain's minibatch already fills the cores,
+  with the update fused into three passes over the state (its chains equal vmap's up to float
+  rounding); ``compile`` may ``torch.compile`` that per-chain step where the run repays it.
 * **Seeds.** Chunk j draws its minibatches and noise from ``torch.Generator`` seeded with
   ``(seed, j)``: the same seed and ``chunk_size`` give bit-identical results on the CPU,
   whether the chunks run in one process or are split over ``torchrun`` processes.
@@ -36,7 +35,8 @@ How the sampler is built:
   says how many: leaving chains out is a selection).
 * **Diagnostics.** Per-chain effective sample size and split R-hat of the loss trace
   (Vehtari et al. 2021), and the mean Metropolis-adjusted Langevin (MALA) acceptance
-  probability of the SGLD proposals, a step-size diagnostic (exact with full batches).
+  probability of the SGLD proposals, a step-size diagnostic (exact with full batches; by
+  default computed only there, ``mala=True`` asks for it with minibatches).
 
 Removing the estimator's biases: SGLD's step-size bias by a line in ε through runs of equal
 Langevin time ε·draws (:func:`extrapolate_eps`, :func:`eps_limits`; the runs at several ε
@@ -62,23 +62,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .book.batched_gemm import CpuBatchedGemm, worth_it
-from .book.device import process_group, resolve_device
+from .book.device import resolve_device
 from .book.parameters import integer_at_least
-from .book.progress import progress as progress_bar
+from .sgld import (BATCHING, FlatParameters, LLCInputError, LLCMemoryError, LossModule, SamplerSettings,
+                   compile_pays, sample, step_flops)
 
-LossFn = Callable[[nn.Module, tuple], torch.Tensor]
-
-
-CPU_GEMM_LAYOUT = True  # lib.book.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
-
-
-class LLCInputError(ValueError):
-    """An argument of the estimator is invalid (raised before any sampling)."""
-
-
-class LLCMemoryError(MemoryError):
-    """Not even one chain fits in the device's memory."""
+from .sgld import LossFn  # noqa: E402  (loss_fn(model, batch) -> per-sample losses)
 
 
 class LLCDivergenceError(RuntimeError):
@@ -212,32 +201,22 @@ def _check_data(data, name: str = "data") -> tuple[torch.Tensor, ...]:
     return tuple(data)
 
 
-_BATCHING = ("vmap", "loop")
-
-
 def _check_batching(value) -> str:
-    if not isinstance(value, str) or value not in _BATCHING:
-        raise LLCInputError(f"parameter 'batching' must be one of {list(_BATCHING)}; got {value!r}")
+    if not isinstance(value, str) or value not in BATCHING:
+        raise LLCInputError(f"parameter 'batching' must be one of {list(BATCHING)}; got {value!r}")
     return value
 
 
-@dataclass
-class _Settings:
-    nbeta: float
-    gamma: float
-    eps: float
-    chains: int
-    draws: int
-    burn_in: int
-    batch_size: int
-    seed: int
-    n: int
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
+def _check_mala(value, batch_size: int, n: int) -> bool:
+    """``mala``: None (the default) computes the MALA acceptance with full batches only, where it is exact."""
+    if value is None:
+        return batch_size == n
+    if not isinstance(value, bool):
+        raise LLCInputError(f"parameter 'mala' must be True, False or None (full batches only); got {value!r}")
+    return value
 
 
-def _settings(data, *, nbeta, gamma, eps, chains, draws, burn_in, batch_size, seed) -> _Settings:
+def _settings(data, *, nbeta, gamma, eps, chains, draws, burn_in, batch_size, seed) -> SamplerSettings:
     n = data[0].shape[0]
     chains = _check_int("chains", chains, 1)
     draws = _check_int("draws", draws, 1)
@@ -250,62 +229,9 @@ def _settings(data, *, nbeta, gamma, eps, chains, draws, burn_in, batch_size, se
         raise LLCInputError(f"parameter 'batch_size' must be <= the number of samples n = {n}; got {batch_size}")
     if nbeta is None:
         nbeta = n / math.log(n)
-    return _Settings(nbeta=_check_positive("nbeta", nbeta), gamma=_check_positive("gamma", gamma, allow_zero=True),
+    return SamplerSettings(nbeta=_check_positive("nbeta", nbeta), gamma=_check_positive("gamma", gamma, allow_zero=True),
                      eps=_check_positive("eps", eps), chains=chains, draws=draws, burn_in=burn_in,
                      batch_size=batch_size, seed=_check_int("seed", seed, 0), n=n)
-
-
-# ----- the functional model -----------------------------------------------------------------
-
-class LossModule(nn.Module):
-    """The per-sample loss ℓ_i(w) of (model, loss_fn) as a module, so that ``functional_call`` can swap in
-    any parameter vector w (one per chain under ``vmap``)."""
-
-    def __init__(self, model: nn.Module, loss_fn: LossFn):
-        super().__init__()
-        self.model = model
-        self.loss_fn = loss_fn
-
-    def forward(self, *batch):
-        return self.loss_fn(self.model, batch)
-
-
-class FlatParameters:
-    """The model's trainable parameters w as one flat vector (the coordinates SGLD moves), and back to
-    named tensors."""
-
-    def __init__(self, model: nn.Module):
-        named = [(k, p) for k, p in model.named_parameters() if p.requires_grad]
-        if not named:
-            raise LLCInputError("parameter 'model' has no trainable parameters")
-        self.names = ["model." + k for k, _ in named]
-        self.shapes = [p.shape for _, p in named]
-        self.sizes = [p.numel() for _, p in named]
-        self.w0 = torch.cat([p.detach().reshape(-1) for _, p in named])
-
-    def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {name: part.view(shape) for name, part, shape in
-                zip(self.names, torch.split(flat, self.sizes), self.shapes)}
-
-
-def _probe(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> int:
-    """Check ``loss_fn`` on one minibatch at w*; return the bytes saved for its backward."""
-    batch = tuple(t[:batch_size] for t in data)
-    saved = [0]
-
-    def pack(t):
-        saved[0] += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = loss_fn(model, batch)
-    if not isinstance(out, torch.Tensor) or out.shape != (batch_size,):
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise LLCInputError(f"parameter 'loss_fn' must return per-sample losses of shape (batch,) = ({batch_size},); "
-                            f"got {shape}")
-    if not torch.isfinite(out).all():
-        raise LLCInputError("parameter 'loss_fn' gives non-finite losses at w* (the model as passed)")
-    return saved[0]
 
 
 def _full_loss(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> float:
@@ -317,200 +243,7 @@ def _full_loss(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> floa
     return total / n
 
 
-def _available_bytes(device: torch.device) -> int:
-    from .models.causal_lm import available_memory
-
-    return available_memory(device)
-
-
-def _chunk_size(flat: FlatParameters, activation_bytes: int, chains: int, device, requested, targets: int = 1) -> int:
-    """Chains per chunk: what half the free memory holds (state ~8 vectors of D per chain per target)."""
-    per_chain = targets * (8 * flat.w0.numel() * flat.w0.element_size() + 3 * activation_bytes)
-    available = _available_bytes(device)
-    fit = int(0.5 * available // max(per_chain, 1))
-    if fit < 1:
-        raise LLCMemoryError(f"one SGLD chain needs about {per_chain / 2**20:.1f} MiB ({flat.w0.numel()} parameters, "
-                             f"{activation_bytes / 2**20:.1f} MiB of activations per minibatch) but only "
-                             f"{available / 2**20:.1f} MiB are free on {device}: lower 'batch_size'")
-    if requested is not None:
-        requested = _check_int("chunk_size", requested, 1)
-        if requested > fit:
-            raise LLCMemoryError(f"parameter 'chunk_size' = {requested} chains need about "
-                                 f"{requested * per_chain / 2**20:.0f} MiB; at most {fit} fit on {device}")
-        return min(requested, chains)
-    return min(chains, fit)
-
-
-# ----- the sampler --------------------------------------------------------------------------
-
-def _run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: _Settings, chain_ids: np.ndarray,
-               chunk_index: int, device, bar, batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> dict:
-    """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise."""
-    from torch.func import functional_call, grad, vmap
-
-    C, K = len(chain_ids), len(wrappers)
-    w0 = flat.w0.to(device)
-    gen = torch.Generator(device="cpu").manual_seed(int(s.seed) * 1_000_003 + chunk_index)
-    noise_gen = torch.Generator(device=device).manual_seed(int(s.seed) * 1_000_003 + chunk_index + 7919)
-    full_batch = s.batch_size == s.n
-    sqrt_eps = math.sqrt(s.eps)
-
-    def make_step(wrapper):
-        def mean_loss(w, *batch):
-            losses = functional_call(wrapper, flat.unflatten(w), batch)
-            return losses.mean(), losses.mean().detach()
-
-        batch_dims = (None if full_batch else 0,) * len(datas[0])
-        return vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
-
-    def make_loop(wrapper):
-        """One plain autograd forward + backward per chain (no functorch transforms)."""
-        def step(w, *batch):
-            grads, losses = [], []
-            for c in range(w.shape[0]):
-                wc = w[c].detach().requires_grad_(True)
-                loss = functional_call(wrapper, flat.unflatten(wc), tuple(t if full_batch else t[c] for t in batch))
-                loss = loss.mean()
-                grads.append(torch.autograd.grad(loss, wc)[0])
-                losses.append(loss.detach())
-            return torch.stack(grads), torch.stack(losses)
-        return step
-
-    steps = [(make_loop if batching == "loop" else make_step)(w) for w in wrappers]
-    # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
-    # they are large enough to pay for the mode (decided by probing the first step, from shapes only)
-    probing = batching == "vmap" and torch.device(device).type == "cpu" and CPU_GEMM_LAYOUT
-    gemm = CpuBatchedGemm(rewrite=False) if probing else contextlib.nullcontext()
-
-    half_eps = 0.5 * s.eps
-    cheap_finite_check = torch.device(device).type == "cpu"
-
-    squares = [torch.empty(C, w0.numel(), dtype=w0.dtype, device=device) for _ in range(K)]
-
-    def potential_and_grad(k, w, idx):
-        """(ε/2)·drift, the potential u and the loss at w; few passes over the (C, D) state."""
-        batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
-        nonlocal gemm, probing
-        with gemm:
-            g, loss = steps[k](w, *batch)
-        if probing and k == K - 1:  # every target's first step probed alike: coupled targets share arithmetic
-            gemm = CpuBatchedGemm() if worth_it(gemm) else contextlib.nullcontext()
-            probing = False
-        diff = w - w0
-        sq = torch.pow(diff, 2, out=squares[k]).sum(-1)
-        u = s.nbeta * loss + 0.5 * s.gamma * sq
-        drift = g.mul_(s.nbeta).add_(diff.mul_(s.gamma))  # nβ ∇L + γ (w − w*), in place
-        return drift.mul_(half_eps), u, loss, sq
-
-    keep = s.draws - s.burn_in
-    trace = torch.empty(K, C, keep, dtype=torch.float64, device=device)
-    first_bad = torch.full((K, C), -1, dtype=torch.long, device=device)
-    accept_sum = torch.zeros(K, C, dtype=torch.float64, device=device)
-    # separations ‖w^0 − w^k‖ of every further target from the first, and kept positions
-    sep = torch.empty(K - 1, C, keep, dtype=torch.float64, device=device) if K >= 2 else None
-    max_sep = torch.zeros(K - 1, C, dtype=torch.float64, device=device) if K >= 2 else None
-    snap = {int(t): i for i, t in enumerate(snapshot_steps)}
-    positions = torch.empty(K, C, len(snap), w0.numel(), dtype=w0.dtype, device=device) if snap else None
-
-    w = [w0.expand(C, -1).clone() for _ in range(K)]
-    prev = [None] * K
-    scratch = [torch.empty_like(w[0]) for _ in range(K)]  # state buffers are reused: few (C, D) allocations per step
-    data_device = datas[0][0].device
-    for t in range(s.draws + 1):
-        if t in snap:  # the state after t steps
-            for k in range(K):
-                positions[k, :, snap[t]] = w[k]
-        idx = None
-        if not full_batch:
-            # a fresh minibatch per chain: m indices drawn uniformly (with replacement)
-            idx = torch.randint(0, s.n, (C, s.batch_size), generator=gen).to(data_device)
-        noise = torch.randn(C, w0.numel(), generator=noise_gen, device=device, dtype=w0.dtype) if t < s.draws else None
-        if noise is not None:
-            noise.mul_(sqrt_eps)
-        for k in range(K):
-            half_drift, u, loss, sq = potential_and_grad(k, w[k], idx)
-            free = None
-            if prev[k] is not None:  # MALA acceptance of the proposal w_prev -> w
-                w_prev, half_drift_prev, u_prev = prev[k]
-                dw = torch.sub(w[k], w_prev, out=scratch[k])
-                fwd = torch.add(dw, half_drift_prev, out=squares[k]).pow_(2).sum(-1)
-                bwd = torch.sub(half_drift, dw, out=dw).pow_(2).sum(-1)  # (w_prev − w) + (ε/2) drift
-                log_a = (u_prev - u) + (fwd - bwd) / (2 * s.eps)
-                accept_sum[k] += torch.exp(torch.clamp(log_a, max=0.0)).double().nan_to_num(0.0)
-                free = w_prev  # its buffer takes the next state
-            if t == s.draws:
-                break
-            if cheap_finite_check:  # ‖w − w*‖² is finite iff every coordinate is (bar overflow: then look)
-                w_bad = ~torch.isfinite(sq)
-                if w_bad.any():
-                    w_bad = ~torch.isfinite(w[k]).all(-1)
-            else:
-                w_bad = ~torch.isfinite(w[k]).all(-1)
-            bad = ~torch.isfinite(loss) | w_bad
-            first_bad[k] = torch.where((first_bad[k] < 0) & bad, torch.full_like(first_bad[k], t), first_bad[k])
-            if t >= s.burn_in:
-                trace[k, :, t - s.burn_in] = loss.double()
-            prev[k] = (w[k], half_drift, u)
-            new = torch.empty_like(w[k]) if free is None else free
-            w[k] = torch.sub(w[k], half_drift, out=new).add_(noise)  # w − (ε/2) drift + √ε ξ
-        if K >= 2 and t < s.draws:
-            d = torch.stack([(w[0] - w[k]).double().norm(dim=-1) for k in range(1, K)])
-            max_sep = torch.maximum(max_sep, d.nan_to_num(float("inf")))
-            if t >= s.burn_in:
-                sep[:, :, t - s.burn_in] = d
-        if bar is not None and t < s.draws:
-            bar.update(C)
-    out = {"trace": trace.cpu().numpy(), "first_bad": first_bad.cpu().numpy(),
-           "accept": (accept_sum / s.draws).cpu().numpy(), "chain_ids": chain_ids}
-    if K >= 2:
-        out["sep"], out["max_sep"] = sep.cpu().numpy(), max_sep.cpu().numpy()
-    if snap:
-        out["positions"] = positions.cpu().numpy()
-    return out
-
-
-def _gather(parts: list[dict]) -> list[dict]:
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return parts
-    everything = [None] * dist.get_world_size()
-    dist.all_gather_object(everything, parts)
-    return [p for rank_parts in everything for p in rank_parts]
-
-
-def _sample(model: nn.Module, targets, s: _Settings, *, device, chunk_size, progress, desc,
-            batching: str = "vmap", snapshot_steps: Sequence[int] = ()) -> tuple[list, float]:
-    flat = FlatParameters(model)
-    activation = max(_probe(model, fn, data, s.batch_size) for fn, data in targets)
-    chunk = _chunk_size(flat, activation, s.chains, device, chunk_size, len(targets))
-    rank, world = process_group()
-    model = model.to(device)
-    flat.w0 = flat.w0.to(device)
-    wrappers = [LossModule(model, fn) for fn, _ in targets]
-    datas = [tuple(t.to(device) for t in data) for _, data in targets]
-    chunks = [np.arange(a, min(a + chunk, s.chains)) for a in range(0, s.chains, chunk)]
-    mine = [(j, ids) for j, ids in enumerate(chunks) if j % world == rank]
-    total = sum(len(ids) for _, ids in mine) * s.draws
-    bar = progress_bar(desc=desc, total=total, disable=not progress) if progress else None
-    start = time.perf_counter()
-    parts = []
-    for j, ids in mine:
-        parts.append(_run_chunk(wrappers, datas, flat, s, ids, j, device, bar, batching, snapshot_steps))
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    if world > 1:  # the sampling ends when the slowest rank is done
-        import torch.distributed as dist
-
-        dist.barrier()
-    seconds = time.perf_counter() - start
-    if bar is not None:
-        bar.close()
-    parts = sorted(_gather(parts), key=lambda p: p["chain_ids"][0])
-    return parts, seconds
-
-
-def _result(parts: list[dict], k: int, init_loss: float, s: _Settings, seconds: float) -> LLCResult:
+def _result(parts: list[dict], k: int, init_loss: float, s: SamplerSettings, seconds: float) -> LLCResult:
     trace = np.concatenate([p["trace"][k] for p in parts], axis=0)
     first_bad = np.concatenate([p["first_bad"][k] for p in parts])
     accept = np.concatenate([p["accept"][k] for p in parts])
@@ -531,13 +264,14 @@ def _result(parts: list[dict], k: int, init_loss: float, s: _Settings, seconds: 
     good_trace = trace[good]
     diagnostics = {"ess": effective_sample_size(good_trace), "rhat": split_rhat(good_trace),
                    "mala_acceptance": accept, "divergent": divergent,
-                   "mala_exact": s.batch_size == s.n}
+                   "mala_exact": s.batch_size == s.n, "compile_seconds": sum(p["compile_seconds"] for p in parts)}
     return LLCResult(llc=float(kept.mean()), se=se, per_chain=per_chain, loss=trace, init_loss=init_loss,
                      nbeta=s.nbeta, diagnostics=diagnostics, settings=s.as_dict(), seconds=seconds)
 
 
 def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, eps, chains, draws, burn_in,
-                 batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap") -> LLCResult:
+                 batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap", mala=None,
+                 compile="auto") -> LLCResult:
     """λ̂(w*) = nβ ( E[L_n(w)] − L_n(w*) ) by SGLD (Chen & Murfet Eqs. 11–13), ``chains`` chains at once.
 
     ``model``: a ``torch.nn.Module`` at w* (its trainable parameters are sampled; buffers
@@ -551,10 +285,20 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     ``"loop"`` runs one plain autograd forward + backward per chain, faster for models
     large enough that one chain's minibatch keeps the cores busy (e.g. a transformer on a
     CPU, where ``vmap``'s batched kernels and the ``torch.func`` transforms cost 20–30 %); the
-    two give the same chains up to float rounding. Everything is checked before
-    sampling; see :class:`LLCResult` for what is returned.
+    two give the same chains up to float rounding. ``mala``: compute the MALA acceptance
+    (``diagnostics["mala_acceptance"]``, NaN when not computed); None (default) with full
+    batches only, where it is exact. ``compile`` (``batching="loop"`` only): True runs a
+    ``torch.compile``d per-chain step (its first call compiles, timed apart in
+    ``diagnostics["compile_seconds"]``; Inductor's cache lives under the book's cache),
+    False never, ``"auto"`` where :func:`lib.sgld.compile_pays` predicts the run repays a
+    cold compile. Compiled and eager chains agree up to float rounding. Everything is
+    checked before sampling; see :class:`LLCResult` for what is returned.
     """
     batching = _check_batching(batching)
+    if compile not in (True, False, "auto"):
+        raise LLCInputError(f"parameter 'compile' must be True, False or 'auto'; got {compile!r}")
+    if compile is True and batching != "loop":
+        raise LLCInputError("parameter 'compile' = True needs batching='loop' (the vmapped step is not compiled)")
     data = _check_data(data)
     if not isinstance(model, nn.Module):
         raise LLCInputError(f"parameter 'model' must be a torch.nn.Module; got {type(model).__name__}")
@@ -564,19 +308,22 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
                   batch_size=batch_size, seed=seed)
     device = resolve_device(device)
     init_loss = _full_loss(model, loss_fn, data, s.batch_size)
-    parts, seconds = _sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
-                             progress=progress, desc="SGLD chain-steps", batching=batching)
+    compiled = compile is True or (compile == "auto" and batching == "loop" and compile_pays(
+        step_flops(model, loss_fn, data, s.batch_size), s.chains * s.draws, device))
+    parts, seconds = sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
+                            progress=progress, desc="SGLD chain-steps", batching=batching,
+                            mala=_check_mala(mala, s.batch_size, s.n), compiled=compiled)
     return _result(parts, 0, init_loss, s, seconds)
 
 
 def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn_b: LossFn | None = None,
                    nbeta=None, gamma, eps, chains, draws, burn_in, batch_size, seed, device="auto",
-                   chunk_size=None, progress=True, batching="vmap") -> CoupledResult:
+                   chunk_size=None, progress=True, batching="vmap", mala=None) -> CoupledResult:
     """Two SGLD samplers from the same w* with the same minibatch indices and the same noise.
 
     Target a is (``loss_fn``, ``data_a``), target b is (``loss_fn_b`` or ``loss_fn``,
     ``data_b``), e.g. samples from q and from q^(χ) (Chen & Murfet §7, Thms 7.3–7.4). Both data sets must have the same n so that one index stream serves both;
-    nβ defaults to n / log n for both; ``batching`` as in :func:`estimate_llc`. Returns both
+    nβ defaults to n / log n for both; ``batching`` and ``mala`` as in :func:`estimate_llc`. Returns both
     estimates and the chains' separations.
     """
     batching = _check_batching(batching)
@@ -589,9 +336,9 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
                   batch_size=batch_size, seed=seed)
     device = resolve_device(device)
     init = [_full_loss(model, fn, d, s.batch_size) for fn, d in ((loss_fn, data_a), (loss_fn_b, data_b))]
-    parts, seconds = _sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
-                             chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
-                             batching=batching)
+    parts, seconds = sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
+                            chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
+                            batching=batching, mala=_check_mala(mala, s.batch_size, s.n))
     a, b = (_result(parts, k, init[k], s, seconds) for k in range(2))
     return CoupledResult(a=a, b=b, separation=np.concatenate([p["sep"][0] for p in parts]),
                          max_separation=np.concatenate([p["max_sep"][0] for p in parts]))
@@ -615,11 +362,11 @@ class CoupledTargets:
 
 def coupled_targets(model: nn.Module, loss_fn: LossFn, datas, *, nbeta=None, gamma, eps, chains, draws, burn_in,
                     batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap",
-                    snapshots: int = 0) -> CoupledTargets:
+                    snapshots: int = 0, mala=None) -> CoupledTargets:
     """:func:`coupled_chains` for any number K ≥ 2 of data sets (e.g. q and q^(χ) for several χ):
     every target's chains start at w* and share the minibatch indices and the noise.
 
-    ``datas``: a list of data tuples, all with the same n; ``snapshots`` > 0 keeps every
+    ``datas``: a list of data tuples, all with the same n; ``mala`` as in :func:`estimate_llc`; ``snapshots`` > 0 keeps every
     chain's position at that many evenly spaced steps (the last one the final state)."""
     batching = _check_batching(batching)
     if not isinstance(datas, (list, tuple)) or len(datas) < 2:
@@ -634,9 +381,9 @@ def coupled_targets(model: nn.Module, loss_fn: LossFn, datas, *, nbeta=None, gam
     steps = sorted({int(round(v)) for v in np.linspace(0, s.draws, snapshots + 1)[1:]}) if snapshots else []
     device = resolve_device(device)
     init = [_full_loss(model, loss_fn, d, s.batch_size) for d in datas]
-    parts, seconds = _sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
-                             progress=progress, desc="coupled SGLD chain-steps", batching=batching,
-                             snapshot_steps=steps)
+    parts, seconds = sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
+                            progress=progress, desc="coupled SGLD chain-steps", batching=batching,
+                            snapshot_steps=steps, mala=_check_mala(mala, s.batch_size, s.n))
     results = [_result(parts, k, init[k], s, seconds) for k in range(len(datas))]
     return CoupledTargets(results, np.concatenate([p["sep"] for p in parts], axis=1),
                           np.concatenate([p["max_sep"] for p in parts], axis=1),

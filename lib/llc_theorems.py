@@ -60,6 +60,7 @@ import torch
 from torch import nn
 
 from . import llc
+from .book.batched_gemm import ProbedLayouts
 from .book.device import torch_threads
 from .book.parameters import integer_at_least
 from .conditional_models import Support
@@ -519,6 +520,9 @@ def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict
     return pickle.loads((Path(entry) / "run.pkl").read_bytes())
 
 
+GRID_GEMM_LAYOUT = True  # try lib.book.batched_gemm's layouts in grid_chains (benchmarks/README.md: measured)
+
+
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
                 draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0, progress: bool = False,
                 chain_ids=None, noise_chains: int | None = None, workdir: Path | None = None,
@@ -579,6 +583,8 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         return value, (value.detach(), (-(Wq * logp).sum() / H).detach())
 
     step = vmap(grad(loss, has_aux=True), in_dims=(0, 0))     # the parameters' parts: no split/cat in autograd
+    # lib.book.batched_gemm's layouts, kept where the first step's products are large enough to pay
+    layouts = ProbedLayouts(enabled=GRID_GEMM_LAYOUT and device.type == "cpu")
     # rows of the state: main rows (b, k, c), then (with ``measure``) probe rows (b, j, c), j = 1..J, holding
     # q's point (b, 0, c)
     R, P = B * K * C, (B * J * C if measure else 0)
@@ -644,7 +650,9 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             break
         if measure:
             probe.copy_(w[:, :1].expand(B, J, C, D))
-        grads, (value, value_q) = step(parts, Wrow)
+        with layouts:
+            grads, (value, value_q) = step(parts, Wrow)
+        layouts.settle()
         torch.cat(grads, dim=1, out=gbuf)
         if measure:
             meas["delta"][..., t] = torch.linalg.vector_norm(torch.sub(gm[:, :1], gp, out=work), dim=-1)

@@ -119,7 +119,7 @@ def per_position_llc(model: nn.Module, data, positions, **sgld) -> PerPositionLL
     positions = _check_positions(positions, ids.shape[1])
     if "loss_fn" in sgld or "data" in sgld:
         raise llc.LLCInputError("per_position_llc sets 'loss_fn' and 'data' itself; pass only SGLD settings")
-    sgld = {"progress": False, **sgld}
+    sgld = {"progress": False, "mala": True, **sgld}  # its table reports the MALA acceptance, minibatches or not
     t0 = time.perf_counter()
     results = [llc.estimate_llc(model, last_token_loss, (ids[:, :t + 1].contiguous(),), **sgld) for t in positions]
     return PerPositionLLC(positions, np.array([r.llc for r in results]), np.array([r.se for r in results]),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib import known_llc, llc
+from lib import known_llc, llc, sgld
 from lib.known_llc import squared_error
 
 
@@ -102,10 +102,10 @@ def test_bad_loss_and_data_refused(regular):
 
 
 def test_memory_check(regular, monkeypatch):
-    monkeypatch.setattr(llc, "_available_bytes", lambda device: 1000)
+    monkeypatch.setattr(sgld, "available_bytes", lambda device: 1000)
     with pytest.raises(llc.LLCMemoryError, match="batch_size"):
         llc.estimate_llc(regular.model, squared_error, regular.data, **SMALL)
-    monkeypatch.setattr(llc, "_available_bytes", lambda device: 10**6)
+    monkeypatch.setattr(sgld, "available_bytes", lambda device: 10**6)
     with pytest.raises(llc.LLCMemoryError, match="chunk_size"):
         llc.estimate_llc(regular.model, squared_error, regular.data, chunk_size=10**6, **SMALL)
     llc.estimate_llc(regular.model, squared_error, regular.data, chunk_size=2, **{**SMALL, "draws": 3, "burn_in": 1})
@@ -334,7 +334,7 @@ def test_bad_batching_refused_before_sampling(regular, bad):
 
 WORKER = r"""
 import json, sys, torch
-from lib import known_llc, llc
+from lib import known_llc, llc, sgld
 p = known_llc.regular_problem(3, n=50, seed=1)
 res = llc.estimate_llc(p.model, known_llc.squared_error, p.data, nbeta=1000.0, gamma=1.0, eps=1e-4, chains=8,
                        draws=60, burn_in=10, batch_size=10, seed=0, device="cpu", progress=False, chunk_size=2)
@@ -391,11 +391,12 @@ def test_eps_limits_runs_of_equal_langevin_time(regular):
                        langevin_time=0.05, **SMALL)
 
 
-def test_first_nonfinite_step_is_flagged():
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_first_nonfinite_step_is_flagged(batching):
     """The step recorded for a divergent chain is its first non-finite one: a run cut just before it (the same
     seed replays the same prefix) keeps the chain finite, a run one step longer flags it there."""
     p = known_llc.normal_crossing_problem([2], n=50)
-    kw = {**SMALL, "chains": 16, "eps": 1.2e-2, "burn_in": 0}
+    kw = {**SMALL, "chains": 16, "eps": 1.2e-2, "burn_in": 0, "batching": batching}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         full = llc.estimate_llc(p.model, squared_error, p.data, **kw)
@@ -406,6 +407,8 @@ def test_first_nonfinite_step_is_flagged():
             assert before is None or d["chain"] not in [e["chain"] for e in before.diagnostics["divergent"]]
             after = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "draws": d["step"] + 1})
             assert {"chain": d["chain"], "step": d["step"], "eps": 1.2e-2} in after.diagnostics["divergent"]
+            longer = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "draws": d["step"] + 5})
+            assert {"chain": d["chain"], "step": d["step"], "eps": 1.2e-2} in longer.diagnostics["divergent"]
     assert full.divergent_fraction == len(flagged) / 16
 
 

@@ -88,4 +88,35 @@ def worth_it(probe: CpuBatchedGemm) -> bool:
     return probe.largest >= WORTH_ELEMENTS
 
 
-__all__ = ["CpuBatchedGemm", "FEW_COLUMNS", "WORTH_ELEMENTS", "batched_product", "layout", "worth_it"]
+class ProbedLayouts:
+    """The rewrites where they pay, decided once from a probe: enter it around every vmapped step. Until
+    :meth:`settle` the steps run plain while a ``CpuBatchedGemm(rewrite=False)`` counts their products; from
+    then on they run with the rewrites if :func:`worth_it` says so, else plain. With ``enabled=False`` every
+    step runs plain. ``rewriting`` says what was decided."""
+
+    def __init__(self, enabled: bool = True):
+        self.mode = CpuBatchedGemm(rewrite=False) if enabled else None
+        self.probing = enabled
+        self.rewriting = False
+
+    def __enter__(self):
+        if self.mode is not None:
+            self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            return self.mode.__exit__(*exc)
+        return None
+
+    def settle(self) -> bool:
+        """Decide from what was probed so far (once; later calls change nothing); returns ``rewriting``."""
+        if self.probing:
+            self.rewriting = worth_it(self.mode)
+            self.mode = CpuBatchedGemm() if self.rewriting else None
+            self.probing = False
+        return self.rewriting
+
+
+__all__ = ["CpuBatchedGemm", "FEW_COLUMNS", "ProbedLayouts", "WORTH_ELEMENTS", "batched_product", "layout",
+           "worth_it"]

@@ -84,17 +84,18 @@ def test_mode_rewrites_vmapped_linear_and_keeps_gradients():
 
 
 def test_estimator_same_llc_with_and_without_layouts(monkeypatch):
-    from lib import known_llc, llc
+    from lib import known_llc, llc, sgld
 
     p = known_llc.rrr_problem(5, 3, 5, 0, n=1000)  # 16 chains × 1000 × 5 outputs: above WORTH_ELEMENTS, so rewritten
     assert 16 * 1000 * 5 >= batched_gemm.WORTH_ELEMENTS
     kw = dict(gamma=1.0, eps=5e-5, chains=16, draws=120, burn_in=20, batch_size=1000, seed=0, device="cpu",
               progress=False)
     decisions = []
-    monkeypatch.setattr(llc, "worth_it", lambda probe: decisions.append(batched_gemm.worth_it(probe)) or decisions[-1])
+    real = batched_gemm.worth_it
+    monkeypatch.setattr(batched_gemm, "worth_it", lambda probe: decisions.append(real(probe)) or decisions[-1])
     fast = llc.estimate_llc(p.model, known_llc.squared_error, p.data, **kw)
     assert decisions == [True]  # the run did take the rewritten layouts
-    monkeypatch.setattr(llc, "CPU_GEMM_LAYOUT", False)
+    monkeypatch.setattr(sgld, "CPU_GEMM_LAYOUT", False)
     plain = llc.estimate_llc(p.model, known_llc.squared_error, p.data, **kw)
     np.testing.assert_allclose(fast.per_chain, plain.per_chain, rtol=1e-4)
     assert fast.llc == pytest.approx(plain.llc, rel=1e-5)
@@ -129,7 +130,7 @@ def test_probe_counts_without_rewriting_and_decides_by_size():
 
 def test_coupled_identical_targets_stay_identical_with_the_layouts():
     """The probe spans every target's first step, so two identical targets take the same layouts throughout."""
-    from lib import known_llc, llc
+    from lib import known_llc, llc, sgld
 
     p = known_llc.rrr_problem(5, 3, 5, 1, n=1000)  # w* ≠ 0: the first step's products are not all zeros
     out = llc.coupled_chains(p.model, known_llc.squared_error, p.data, p.data, gamma=1.0, eps=5e-5, chains=16, draws=40,

@@ -1,0 +1,156 @@
+"""The SGLD engine (lib.sgld) behind lib.llc: one step against Eq. 12 computed by hand, the fused update of
+batching="loop" against the textbook one, MALA only when asked and never changing the chains, the
+coupled targets' MALA independent of their order, the compile options."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lib import known_llc, llc, sgld
+from lib.known_llc import squared_error
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
+
+RUN = dict(gamma=3.0, eps=1e-3, chains=3, burn_in=0, seed=7, device="cpu", progress=False)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return known_llc.regular_problem(4, n=30, seed=5)
+
+
+def one_step_by_hand(problem, nbeta, gamma, eps, chains, seed):
+    """w_1 = w* − (ε/2)(nβ ∇L_n(w*) + γ·0) + √ε ξ in float64, ξ from the generator seeded as lib.sgld documents
+    (chunk 0: seed · 1,000,003 + 7919), full batch."""
+    w0 = torch.cat([p.detach().reshape(-1) for p in problem.model.parameters()]).double()
+    model = problem.model.double()
+    try:
+        loss = squared_error(model, tuple(t.double() for t in problem.data)).mean()
+        grad = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(model.parameters()))])
+    finally:
+        problem.model.float()
+    xi = torch.randn(chains, w0.numel(), generator=torch.Generator().manual_seed(seed * 1_000_003 + 7919))
+    return (w0 - 0.5 * eps * nbeta * grad) + math.sqrt(eps) * xi.double()
+
+
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_one_step_is_eq_12_by_hand(problem, batching):
+    """The state after one step (a snapshot of coupled identical targets) is Eq. 12 computed independently."""
+    n = problem.data[0].shape[0]
+    res = llc.coupled_targets(problem.model, squared_error, [problem.data, problem.data], nbeta=200.0, draws=2,
+                              batch_size=n, batching=batching, snapshots=2, **RUN)
+    assert res.snapshot_steps == [1, 2]
+    want = one_step_by_hand(problem, 200.0, RUN["gamma"], RUN["eps"], RUN["chains"], RUN["seed"])
+    np.testing.assert_allclose(res.positions[0, :, 0], want.numpy(), rtol=0, atol=2e-6)
+    np.testing.assert_array_equal(res.positions[0], res.positions[1])  # identical targets stay identical
+
+
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_second_step_pulls_towards_w_star_with_gamma(problem, batching):
+    """After two steps the localisation term γ(w_1 − w*) enters with weight ε/2 (a wrong factor moves w_2)."""
+    n = problem.data[0].shape[0]
+    kw = dict(RUN, gamma=0.0)
+    flat = dict(nbeta=1e-9, draws=2, batch_size=n, batching=batching, snapshots=2)
+    free = llc.coupled_targets(problem.model, squared_error, [problem.data] * 2, **flat, **kw)
+    pulled = llc.coupled_targets(problem.model, squared_error, [problem.data] * 2, **flat, **dict(kw, gamma=50.0))
+    w0 = torch.cat([p.detach().reshape(-1) for p in problem.model.parameters()]).numpy()
+    w1 = free.positions[0, :, 0]
+    np.testing.assert_allclose(pulled.positions[0, :, 0], w1, atol=1e-6)  # w_1 = w* + √ε ξ_0 either way
+    # w_2 = w_1 − (ε/2)·γ(w_1 − w*) + √ε ξ_1, and without γ: w_1 + √ε ξ_1
+    want = free.positions[0, :, 1] - 0.5 * RUN["eps"] * 50.0 * (w1 - w0)
+    np.testing.assert_allclose(pulled.positions[0, :, 1], want, atol=2e-6)
+
+
+@pytest.mark.parametrize("batch_size", [30, 8])
+def test_loop_fused_update_matches_vmap_textbook(problem, batch_size):
+    a = llc.estimate_llc(problem.model, squared_error, problem.data, nbeta=300.0, draws=200, batch_size=batch_size,
+                         batching="vmap", **RUN)
+    b = llc.estimate_llc(problem.model, squared_error, problem.data, nbeta=300.0, draws=200, batch_size=batch_size,
+                         batching="loop", **RUN)
+    np.testing.assert_allclose(a.loss, b.loss, rtol=1e-4, atol=1e-7)
+    assert a.llc == pytest.approx(b.llc, rel=1e-3)
+
+
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_mala_only_when_asked_and_never_changes_the_chains(problem, batching):
+    kw = dict(nbeta=300.0, draws=100, batch_size=8, batching=batching, **RUN)
+    off = llc.estimate_llc(problem.model, squared_error, problem.data, **kw)  # default: minibatches, no MALA
+    on = llc.estimate_llc(problem.model, squared_error, problem.data, mala=True, **kw)
+    assert np.isnan(off.diagnostics["mala_acceptance"]).all()
+    acc = on.diagnostics["mala_acceptance"]
+    assert np.isfinite(acc).all() and ((acc > 0) & (acc <= 1)).all()
+    np.testing.assert_array_equal(off.loss, on.loss)
+    full = llc.estimate_llc(problem.model, squared_error, problem.data, **dict(kw, batch_size=30))
+    assert np.isfinite(full.diagnostics["mala_acceptance"]).all()  # full batches: computed by default (exact)
+    with pytest.raises(llc.LLCInputError, match="'mala'"):
+        llc.estimate_llc(problem.model, squared_error, problem.data, mala="yes", **kw)
+
+
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_mala_of_coupled_targets_is_each_targets_own(problem, batching):
+    """Target k of a coupled run is the chain a run on data k alone makes with the same seed (same indices and
+    noise), so its MALA acceptance is that run's, whatever the targets' order."""
+    x, y = problem.data
+    datas = [(x, y), (x, 1.3 * y), (x, 0.7 * y)]
+    kw = dict(nbeta=300.0, draws=60, batch_size=8, batching=batching, mala=True, **RUN)
+    both = llc.coupled_targets(problem.model, squared_error, datas, **kw)
+    flipped = llc.coupled_targets(problem.model, squared_error, datas[::-1], **kw)
+    for k, data in enumerate(datas):
+        alone = llc.estimate_llc(problem.model, squared_error, data, **kw)
+        np.testing.assert_array_equal(both.results[k].loss, alone.loss)
+        np.testing.assert_allclose(both.results[k].diagnostics["mala_acceptance"],
+                                   alone.diagnostics["mala_acceptance"], rtol=1e-12)
+        np.testing.assert_allclose(flipped.results[len(datas) - 1 - k].diagnostics["mala_acceptance"],
+                                   alone.diagnostics["mala_acceptance"], rtol=1e-12)
+
+
+def test_noise_drawn_scaled_is_randn_times_sqrt_eps():
+    """The engine draws √ε ξ with normal_(0, √ε); it is bit-equal to randn · √ε from the same generator, which
+    keeps the vmap path's chains those of the textbook form."""
+    a = torch.randn(3, 1000, generator=torch.Generator().manual_seed(11)).mul_(math.sqrt(3e-4))
+    b = torch.empty(3, 1000).normal_(0.0, math.sqrt(3e-4), generator=torch.Generator().manual_seed(11))
+    assert torch.equal(a, b)
+
+
+def test_compile_options_refused_before_sampling(problem):
+    kw = dict(nbeta=300.0, draws=10, batch_size=8, **RUN)
+    with pytest.raises(llc.LLCInputError, match="'compile'"):
+        llc.estimate_llc(problem.model, squared_error, problem.data, compile="always", **kw)
+    with pytest.raises(llc.LLCInputError, match="batching='loop'"):
+        llc.estimate_llc(problem.model, squared_error, problem.data, compile=True, batching="vmap", **kw)
+
+
+def test_compile_pays_only_for_long_runs_on_measured_devices():
+    gflop = 1e9
+    # predicted eager seconds = FLOPs / (rate · threads); compile pays when saving · seconds > the cold compile
+    threshold = sgld.COMPILE_SECONDS_COLD / sgld.COMPILE_SAVING * sgld.EAGER_FLOP_PER_S["cpu"] / gflop
+    assert not sgld.compile_pays(gflop, int(0.9 * threshold), "cpu", threads=1)
+    assert sgld.compile_pays(gflop, int(1.1 * threshold) + 1, "cpu", threads=1)
+    assert not sgld.compile_pays(gflop, int(1.1 * threshold) + 1, "cpu", threads=2)  # twice the rate: not yet
+    assert not sgld.compile_pays(gflop, 10 ** 12, "meta")  # nothing measured there: eager
+
+
+def test_step_flops_of_a_linear_model_by_hand():
+    """y = W x (2 × 3), squared error on m = 5 rows: forward 2·m·3·2 FLOPs, backward (grad of W only) the same."""
+    model = torch.nn.Linear(3, 2, bias=False)
+    data = (torch.randn(10, 3), torch.randn(10, 2))
+    flops = sgld.step_flops(model, lambda m, b: ((m(b[0]) - b[1]) ** 2).sum(-1), data, 5)
+    assert flops == 2 * (2 * 5 * 3 * 2)
+
+
+@pytest.mark.slow
+def test_compiled_and_eager_estimates_agree(tmp_path, monkeypatch):
+    """A torch.compile'd per-chain step gives the eager chains up to float rounding (so λ̂ within its s.e.)."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    x = torch.randn(64, 6)
+    data = (x, torch.sin(x.sum(-1, keepdim=True)))
+    kw = dict(nbeta=100.0, gamma=10.0, eps=1e-4, chains=4, draws=150, burn_in=50, batch_size=16, seed=1,
+              device="cpu", progress=False, batching="loop")
+    eager = llc.estimate_llc(model, squared_error, data, compile=False, **kw)
+    compiled = llc.estimate_llc(model, squared_error, data, compile=True, **kw)
+    assert compiled.diagnostics["compile_seconds"] > 0 and eager.diagnostics["compile_seconds"] == 0
+    np.testing.assert_allclose(compiled.loss, eager.loss, rtol=1e-3, atol=1e-6)
+    assert abs(compiled.llc - eager.llc) < eager.se
