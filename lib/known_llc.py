@@ -366,7 +366,8 @@ def _case_limit(problem: RegressionProblem, *, nbeta, gamma, eps_nbeta, relax, c
     limit = _quiet(lambda: llc.eps_limits(
         problem.model, squared_error, problem.data, nbetas=[nbeta], eps_nbeta=eps_nbeta,
         langevin_time=relax * _relaxation_time(gamma), gamma=gamma, chains=chains,
-        batch_size=n if batch_size is None else batch_size, seed=seed, device=device, progress=False))[0]
+        batch_size=n if batch_size is None else batch_size, seed=seed, device=device, progress=False,
+        mala=True))[0]  # the table's MALA column, minibatches (the noisy case) included
     return KnownCaseEstimate(problem.name, problem.truth, limit, tolerance)
 
 
