@@ -291,7 +291,7 @@ def run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: Sa
     # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
     # they are large enough to pay for the mode (decided by probing the first step, from shapes only)
     layouts = ProbedLayouts(enabled=not fused and torch.device(device).type == "cpu" and CPU_GEMM_LAYOUT)
-    squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)]
+    squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)] if mala or not fused else None
 
     compile_seconds = 0.0
     if compiled:  # the first call compiles forward and backward: timed here, outside the sampling
