@@ -59,6 +59,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .book.tables import Raw, markdown_table, md_escape  # noqa: F401  (Raw, markdown_table: used by chapters as em.*)
+from .book.threads import solver_threads
 from .text.ngrams import count_ngrams
 
 RANDOMIZED_ABOVE = 5000      # the paper's rule: randomized SVD when min(shape) > 5000
@@ -235,24 +236,26 @@ def top_components(A, r: int = 100, method: str = "auto", seed: int = 0, n_iter:
     method: "auto" (the paper's rule, :func:`choose_method`), "lanczos" (ARPACK ``svds`` with a
     start vector drawn from ``seed``), "randomized" (:func:`randomized_svd`: r + n_oversamples
     Gaussian probes, n_iter subspace iterations) or "dense" (LAPACK, small A only).
-    Singular values are sorted descending; signs are left as the solver returns them."""
+    Singular values are sorted descending; signs are left as the solver returns them. BLAS runs on
+    one thread (:func:`lib.book.threads.solver_threads`)."""
     m, n = A.shape
     if not (isinstance(r, (int, np.integer)) and 1 <= r < min(m, n)):
         raise ValueError(f"r must be an integer with 1 <= r < min{A.shape} = {min(m, n)}, got {r!r}")
     if method == "auto":
         method = choose_method(A.shape, randomized_above)
     rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
-    if method == "lanczos":
-        U, s, Vt = spla.svds(A, k=int(r), v0=rng.standard_normal(min(m, n)), solver="arpack")
-    elif method == "randomized":
-        U, s, Vt = randomized_svd(A, int(r), n_oversamples, n_iter, rng)
-    elif method == "dense":
-        D = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
-        U, s, Vt = np.linalg.svd(D, full_matrices=False)
-        U, s, Vt = U[:, :r], s[:r], Vt[:r]
-    else:
+    if method not in ("lanczos", "randomized", "dense"):
         raise ValueError(f"method must be 'auto', 'lanczos', 'randomized' or 'dense', got {method!r}")
+    t0 = time.perf_counter()
+    with solver_threads():
+        if method == "lanczos":
+            U, s, Vt = spla.svds(A, k=int(r), v0=rng.standard_normal(min(m, n)), solver="arpack")
+        elif method == "randomized":
+            U, s, Vt = randomized_svd(A, int(r), n_oversamples, n_iter, rng)
+        else:
+            D = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+            U, s, Vt = np.linalg.svd(D, full_matrices=False)
+            U, s, Vt = U[:, :r], s[:r], Vt[:r]
     seconds = time.perf_counter() - t0
     order = np.argsort(s)[::-1]
     return SVDResult(np.ascontiguousarray(U[:, order]), s[order], np.ascontiguousarray(Vt[order]), method, seconds)

@@ -35,6 +35,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .book.threads import solver_threads
+
 DENSE_LIMIT = 5 * 10 ** 7  # entries: above this a sparse joint is not densified
 HESSIAN_LIMIT = 2 * 10 ** 7  # entries of Φ⊗Φ (|Σ^k| · d²) above which Hessian blocks are built one by one
 ZERO_ROWS = ("warn", "drop", "raise")
@@ -211,7 +213,8 @@ class Modes:
                             a Gaussian sketch of r + n_oversamples columns, n_iter power
                             iterations with QR re-orthonormalisation, then an exact SVD of QᵀM.
         Both agree with ``from_joint`` where both run (tests); randomized accuracy depends on
-        the spectral decay near σ_r (raise n_iter for flat spectra)."""
+        the spectral decay near σ_r (raise n_iter for flat spectra). Either runs BLAS on one
+        thread (:func:`lib.book.threads.solver_threads`)."""
         J, rows, n_in = _validate_joint(joint, zero_rows, normalize)
         J = sp.csr_matrix(J)
         n_x, n_y = J.shape
@@ -221,12 +224,13 @@ class Modes:
         Mt = sp.diags(1 / sqrt_q) @ J                      # Mᵀ (|Σ^k| × |Σ^l|), CSR
         M = Mt.T.tocsr()
         rng = np.random.default_rng(seed)
-        if method == "lanczos":
-            U, s, Vt = spla.svds(M, k=r, v0=rng.standard_normal(min(M.shape)), solver="arpack")
-        elif method == "randomized":
-            U, s, Vt = randomized_svd(M, r, n_oversamples, n_iter, rng)
-        else:
+        if method not in ("lanczos", "randomized"):
             raise ValueError(f"method must be 'lanczos' or 'randomized', got {method!r}")
+        with solver_threads():
+            if method == "lanczos":
+                U, s, Vt = spla.svds(M, k=r, v0=rng.standard_normal(min(M.shape)), solver="arpack")
+            else:
+                U, s, Vt = randomized_svd(M, r, n_oversamples, n_iter, rng)
         order = np.argsort(s)[::-1]
         U, s, V = U[:, order], s[order], Vt[order].T.copy()
         _fix_signs(U, V)
@@ -395,6 +399,7 @@ class Modes:
             return float("inf")
         return float(np.sum(qxy * (np.log(qxy / self.q_x[x]) - np.log(px))))
 
+    @solver_threads()
     def effective(self, chi: int, return_info: bool = False, tol: float = 1e-10, max_newton: int = 500,
                   shrink: float = 10.0):
         """The effective true distribution q^(χ) (Def 4.16, Notation page § Truncation, the Choice):
@@ -422,7 +427,8 @@ class Modes:
         beyond the rank are an arbitrary basis completion). A χ that cuts through a cluster of
         equal singular values is raised to the cluster's end (:meth:`gap_cutoff`, with a
         warning), so that q^(χ) does not depend on the SVD's choice of basis; ``info.chi_used``
-        says which χ was solved."""
+        says which χ was solved. BLAS runs on one thread (:func:`lib.book.threads.solver_threads`):
+        on a loaded machine two threads made this Newton loop up to 45× slower."""
         t0 = time.perf_counter()
         chi = self._check_chi(chi)
         chi_used = min(self.gap_cutoff(chi), self.rank)

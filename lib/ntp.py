@@ -65,6 +65,7 @@ import numpy as np
 import scipy.special
 
 from .book.device import torch_threads
+from .book.threads import solver_threads
 
 __all__ = [
     "NTPError", "SolverError", "check_settings", "NTPData", "check_distribution", "support_matrix", "word_stream",
@@ -763,7 +764,8 @@ def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1
     (Boyd et al. 2011, §3.4.1). Every ``check_every`` iterations the projection of X onto C (a
     feasible point) is compared with the dual bound certified from the multiplier ρU
     (:func:`svm_dual_bound`); the solver stops when that certified relative gap is ≤ ``tol``
-    and raises SolverError if it is not reached in ``iters`` iterations."""
+    and raises SolverError if it is not reached in ``iters`` iterations. BLAS runs on one thread
+    (:func:`lib.book.threads.solver_threads`): the loop is thousands of small SVDs."""
     S = _check_support(S)
     Sb = S > 0
     t0 = time.perf_counter()
@@ -773,25 +775,27 @@ def ntp_svm_first_order(S, iters: int = 100000, rho: float = 1.0, tol: float = 1
     X = np.zeros((V, m)) if L0 is None else np.asarray(L0, float).copy()
     U = np.zeros((V, m))
     gap = float("inf")
-    for it in range(1, iters + 1):
-        Lc = _project_columns(Sb, X - U)
-        u, s, vt = np.linalg.svd(Lc + U, full_matrices=False)
-        Xn = (u * np.maximum(s - 1.0 / rho, 0.0)) @ vt
-        r = np.linalg.norm(Lc - Xn)
-        sd = rho * np.linalg.norm(Xn - X)
-        X = Xn
-        U += Lc - X
-        if it % check_every == 0:
-            feas = _project_columns(Sb, X)
-            feas -= feas.mean(0, keepdims=True)
-            obj = float(np.linalg.svd(feas, compute_uv=False).sum())
-            gap = certified_gap(S, obj, [rho * U, -rho * U])
-            if gap <= tol:
-                return SVMResult(feas, obj, "ADMM", "optimal", gap, svm_violation(S, feas), time.perf_counter() - t0)
-        if it % 20 == 0 and (r > 10 * sd or sd > 10 * r):   # residual balancing
-            f = 2.0 if r > sd else 0.5
-            rho *= f
-            U /= f
+    with solver_threads():
+        for it in range(1, iters + 1):
+            Lc = _project_columns(Sb, X - U)
+            u, s, vt = np.linalg.svd(Lc + U, full_matrices=False)
+            Xn = (u * np.maximum(s - 1.0 / rho, 0.0)) @ vt
+            r = np.linalg.norm(Lc - Xn)
+            sd = rho * np.linalg.norm(Xn - X)
+            X = Xn
+            U += Lc - X
+            if it % check_every == 0:
+                feas = _project_columns(Sb, X)
+                feas -= feas.mean(0, keepdims=True)
+                obj = float(np.linalg.svd(feas, compute_uv=False).sum())
+                gap = certified_gap(S, obj, [rho * U, -rho * U])
+                if gap <= tol:
+                    return SVMResult(feas, obj, "ADMM", "optimal", gap, svm_violation(S, feas),
+                                     time.perf_counter() - t0)
+            if it % 20 == 0 and (r > 10 * sd or sd > 10 * r):   # residual balancing
+                f = 2.0 if r > sd else 0.5
+                rho *= f
+                U /= f
     raise SolverError(f"ADMM for the NTP-SVM (V={V}, m={m}) did not reach the certified gap {tol:g} in {iters} "
                       f"iterations (last gap {gap:.2e})")
 

@@ -17,8 +17,8 @@ The modules, by role:
 * running and building: :mod:`.runner` (check, execute with papermill, decide claims),
   :mod:`.cli` (the ``lowrank-book`` command), :mod:`.pages` (table of contents, HTML build);
 * compute services every part of ``lib`` uses: :mod:`.cache` (artefacts keyed by a hash of
-  what made them), :mod:`.device` (CPU/GPU, seeding), :mod:`.progress`, :mod:`.timing`
-  (benchmarks only).
+  what made them), :mod:`.device` (CPU/GPU, seeding), :mod:`.threads` (BLAS, OpenMP and
+  torch thread counts), :mod:`.progress`, :mod:`.timing` (benchmarks only).
 """
 from .chapter_setup import setup
 from .figures import panels

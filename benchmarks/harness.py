@@ -1,0 +1,273 @@
+"""Side-by-side timing for the scripts in ``benchmarks/``: equal threads, interleaved best-of, the load.
+
+A ratio between two implementations measures the code only if both sides ran under the same
+conditions. On a shared machine three things break that, and this module handles each:
+
+1. *Threads.* A side left with the library default (one BLAS/OpenMP/torch thread per core)
+   competes for cores with everything else running; on a loaded machine its threads spin while
+   they wait, and it can become 2–100× slower while the other side, mostly single-threaded,
+   does not. So every side runs with the same explicit count, and each count is reported on
+   its own: :func:`interleave` runs the sides under :func:`lib.book.threads.compute_threads`
+   (torch's intra-op threads and every BLAS/OpenMP pool). Pools that are fixed when a process
+   starts (polars', Rayon's) need a fresh process per count: :func:`run_per_thread_count`.
+2. *Drift.* Load comes and goes, so one side timed after the other may see a different
+   machine. The sides are interleaved (A B A B …, ``--repeats`` rounds) and each side's best
+   run is reported: the best run is the one least disturbed.
+3. *Load.* The 1-minute load average is read before and after every timed run. A comparison in
+   which it exceeded the cores (or which asked for more threads than there are cores) is
+   flagged ``loaded``: its numbers are printed and written, but no timing requirement is
+   decided on it (:meth:`Comparison.gate`). Correctness checks (equal results) always count.
+
+Use::
+
+    from benchmarks.harness import add_arguments, interleave
+
+    add_arguments(parser)                          # --threads 1,2  --repeats 3
+    for t in args.threads:
+        c = interleave({"ours": f, "baseline": g}, threads=t, repeats=args.repeats)
+        print(c.summary())                          # best times, load before → after, flag
+        ok &= c.gate(c.ratio("baseline", "ours") >= 10)
+        runs.append(c.as_dict())                    # JSON-ready
+
+For sides that are not one call (a child process timing only its own solve, a side skipped
+after it failed), build a :class:`Comparison` and call :meth:`Comparison.time` per run, inside
+``with compute_threads(t):``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from lib.book.threads import compute_threads, thread_environment
+
+__all__ = ["DEFAULT_THREADS", "TIMING_GATE_RULE", "Comparison", "SideTimes", "add_arguments", "compute_threads",
+           "cores", "cpu_seconds", "fixed_pools", "interleave", "is_loaded", "load_average", "parse_threads",
+           "positive_int", "run_per_thread_count", "strip_options", "thread_environment"]
+
+#: The thread counts every benchmark reports by default, each on its own.
+DEFAULT_THREADS = (1, 2)
+
+#: How the load flag and the gates interact, written into every JSON result.
+TIMING_GATE_RULE = ("timing requirements are decided only on clean runs: a run whose 1-minute load average "
+                    "exceeded the cores, or which used more threads than cores, is reported but not gated; "
+                    "correctness checks always apply")
+
+
+def parse_threads(text: str) -> list[int]:
+    """'1,2' → [1, 2]: thread counts, each an integer ≥ 1, in the order given, without repeats."""
+    try:
+        counts = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"thread counts must be integers separated by commas; got {text!r}")
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"thread counts must be integers >= 1; got {text!r}")
+    return list(dict.fromkeys(counts))
+
+
+def positive_int(text: str) -> int:
+    """An integer ≥ 1 from the command line."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, repeats: int = 3, threads: Sequence[int] = DEFAULT_THREADS,
+                  repeat_flags: Sequence[str] = ("--repeats",)) -> None:
+    """Add ``--threads`` (comma-separated counts, default 1,2) and ``--repeats`` (interleaved
+    rounds, each side's best reported) to a benchmark's command line."""
+    parser.add_argument("--threads", type=parse_threads, default=list(threads),
+                        help="thread counts, comma-separated; every side runs with each count, reported "
+                             "separately (torch and BLAS/OpenMP threads; default %(default)s)")
+    parser.add_argument(*repeat_flags, dest="repeats", type=positive_int, default=repeats,
+                        help="interleaved repetitions of every side (A B A B ...); the best is reported "
+                             "(default %(default)s)")
+
+
+def cores() -> int:
+    """The logical CPUs of this machine."""
+    return os.cpu_count() or 1
+
+
+def load_average() -> float:
+    """The 1-minute load average (runnable and running threads, averaged)."""
+    return os.getloadavg()[0]
+
+
+def is_loaded(loads: Sequence[float], threads: int) -> bool:
+    """Whether timings taken under these 1-minute load averages with ``threads`` threads may
+    measure contention rather than code: the load exceeded the cores, or the threads did. (A
+    run's own threads count in the load, so a clean run with t threads reads about t.)"""
+    return max(loads, default=0.0) > cores() or threads > cores()
+
+
+def fixed_pools() -> dict[str, int]:
+    """Thread pools of this process that are sized when it starts and cannot be limited later
+    (polars'), with their sizes, for the record."""
+    pools = {}
+    if "polars" in sys.modules:
+        pools["polars"] = int(sys.modules["polars"].thread_pool_size())
+    return pools
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (user + system)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@dataclass
+class SideTimes:
+    """Every timed run of one side: wall and CPU seconds (``seconds`` is what is compared:
+    wall time, or the time a side reported for itself), and its last result."""
+
+    seconds: list[float] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    result: Any = None
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    @property
+    def best_cpu(self) -> float:
+        return min(self.cpu)
+
+
+@dataclass
+class Comparison:
+    """The runs of several sides at one thread count, with the load average around each."""
+
+    threads: int
+    repeats: int = 1
+    sides: dict[str, SideTimes] = field(default_factory=dict)
+    load: list[tuple[float, float]] = field(default_factory=list)   # (before, after) of every timed run
+
+    def time(self, side: str, fn: Callable[[], Any], seconds_of: Callable[[Any], float] | None = None) -> Any:
+        """Run ``fn()`` once as a run of ``side`` and record it; return its result.
+        ``seconds_of(result)``, if given, is the time compared (e.g. a solve timed inside a child
+        process, without its start-up); wall and CPU time are recorded either way. A run that
+        raises is not timed (its load is recorded) and the exception passes on."""
+        before, c0, t0 = load_average(), cpu_seconds(), time.perf_counter()
+        try:
+            result = fn()
+            wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        finally:
+            self.load.append((before, load_average()))
+        times = self.sides.setdefault(side, SideTimes())
+        times.seconds.append(float(seconds_of(result)) if seconds_of else wall)
+        times.wall.append(wall)
+        times.cpu.append(cpu)
+        times.result = result
+        return result
+
+    def best(self, side: str) -> float:
+        """The side's fastest run (s)."""
+        return self.sides[side].best
+
+    def result(self, side: str) -> Any:
+        """The side's last result."""
+        return self.sides[side].result
+
+    def ratio(self, slow: str, fast: str, cpu: bool = False) -> float:
+        """best(slow) / best(fast): how many times faster ``fast`` is (of CPU time with ``cpu``)."""
+        a, b = self.sides[slow], self.sides[fast]
+        return a.best_cpu / b.best_cpu if cpu else a.best / b.best
+
+    @property
+    def load_range(self) -> tuple[float, float]:
+        values = [x for pair in self.load for x in pair] or [load_average()]
+        return min(values), max(values)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this comparison may measure contention (:func:`is_loaded`)."""
+        return is_loaded([x for pair in self.load for x in pair], self.threads)
+
+    def gate(self, passed: bool) -> bool:
+        """A timing requirement's verdict for the exit status: ``passed`` on a clean run; a
+        loaded run passes (it is reported, not gated)."""
+        return bool(passed) or self.loaded
+
+    def summary(self) -> str:
+        """One line: threads, each side's best, the load range and whether it is gated."""
+        lo, hi = self.load_range
+        bests = ", ".join(f"{name} {times.best:.3g} s" for name, times in self.sides.items())
+        flag = "LOADED: reported, not gated" if self.loaded else "clean"
+        return (f"{self.threads} thread{'s' if self.threads > 1 else ''}, best of {self.repeats}: {bests}; "
+                f"load {lo:.2f}–{hi:.2f} on {cores()} cores ({flag})")
+
+    def as_dict(self) -> dict:
+        """JSON-ready: every run's times, each side's best, the loads and the flag (a script
+        writes :data:`TIMING_GATE_RULE` once beside them)."""
+        lo, hi = self.load_range
+        return {"threads": self.threads, "repeats": self.repeats, "cores": cores(),
+                "load_average_1min": [list(pair) for pair in self.load], "load_min": lo, "load_max": hi,
+                "loaded": self.loaded, "gated": not self.loaded, "fixed_pools": fixed_pools(),
+                "sides": {name: {"best_s": t.best, "best_cpu_s": t.best_cpu, "seconds": t.seconds,
+                                 "wall_s": t.wall, "cpu_s": t.cpu} for name, t in self.sides.items()}}
+
+
+def interleave(sides: dict[str, Callable[[], Any]], *, threads: int, repeats: int, rotate: bool = False,
+               verbose: bool = False) -> Comparison:
+    """Run every side ``repeats`` times, interleaved (A B A B …; with ``rotate`` the order turns
+    each round: A B C, B C A, …), all with ``threads`` threads (:func:`compute_threads`), the load
+    average read around each run. Each side's last result stays in the comparison."""
+    names = list(sides)
+    comparison = Comparison(threads=threads, repeats=repeats)
+    with compute_threads(threads):
+        for r in range(repeats):
+            order = names[r % len(names):] + names[:r % len(names)] if rotate else names
+            for name in order:
+                comparison.time(name, sides[name])
+                if verbose:
+                    times = comparison.sides[name]
+                    print(f"  {threads} thr, round {r}: {name:<12} {times.wall[-1]:8.3f} s wall, "
+                          f"{times.cpu[-1]:8.3f} s CPU, load {comparison.load[-1][0]:.2f}→{comparison.load[-1][1]:.2f}",
+                          flush=True)
+    return comparison
+
+
+def strip_options(argv: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``argv`` without the options ``names`` (each taking one value, as ``--x v`` or ``--x=v``)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        elif not any(arg.startswith(name + "=") for name in names):
+            out.append(arg)
+    return out
+
+
+def run_per_thread_count(script: str | Path, argv: Sequence[str], threads: Sequence[int]) -> list[dict]:
+    """Run ``script`` once per thread count, each in a fresh process whose every pool starts at
+    that count (:func:`thread_environment`; polars and Rayon size theirs only at start), as
+    ``script *argv --threads t --json FILE``; ``argv`` must not hold ``--threads`` or ``--json``
+    (:func:`strip_options`). Each child's output is passed through; returns the JSON each wrote
+    (a child that failed to write one raises RuntimeError)."""
+    results = []
+    for t in threads:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "result.json"
+            cmd = [sys.executable, str(script), *argv, "--threads", str(t), "--json", str(out)]
+            proc = subprocess.run(cmd, env={**os.environ, **thread_environment(t)})
+            if not out.exists():
+                raise RuntimeError(f"{Path(script).name} with {t} thread(s) wrote no result "
+                                   f"(exit status {proc.returncode})")
+            results.append({**json.loads(out.read_text()), "exit_status": proc.returncode})
+    return results
