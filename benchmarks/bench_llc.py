@@ -241,14 +241,12 @@ def worker(spec: dict) -> dict | None:
 
 
 def _without_compile(seconds: float, compile_seconds):
-    """(sampling seconds without the compile, compile seconds or None). With ``compile=True`` the library compiles
-    on its first step, inside the sampling it times, and reports that first-step overhead apart
-    (``diagnostics["compile_seconds"]``): the steady sampling time is the difference. (A compile longer than the
-    sampling can only have been timed outside it, and is then not subtracted.)"""
-    if compile_seconds is None:
+    """(sampling seconds without the compile, compile seconds or None). With ``compile=True`` the library runs the
+    first (compiling) call before its chains and outside the time it reports (``LLCResult.seconds``), and says
+    how long it took in ``diagnostics["compile_seconds"]`` (0 for an eager run)."""
+    if not compile_seconds:
         return seconds, None
-    compile_seconds = float(compile_seconds)
-    return (seconds - compile_seconds if compile_seconds < seconds else seconds), compile_seconds
+    return seconds, float(compile_seconds)
 
 
 def plain_worker(spec: dict) -> dict:
