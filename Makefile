@@ -31,8 +31,8 @@ robust: setup
 	$(BOOK) run $(ROBUST_CHAPTERS) --seeds $(ROBUST_SEEDS) --out _build/robust
 	$(BOOK) report --records _build/robust --markdown _build/robust/seeds.md
 
-## The devinterp baseline venvs of bench_llc.py (.venv-devinterp2, .venv-devinterp1).
-BENCH_STAMPS := .venv-devinterp2/.installed .venv-devinterp1/.installed
+## The baseline venvs of bench_llc.py (.venv-devinterp2, .venv-devinterp1, .venv-canonical).
+BENCH_STAMPS := .venv-devinterp2/.installed .venv-devinterp1/.installed .venv-canonical/.installed
 
 $(BENCH_STAMPS): requirements-bench.txt scripts/setup_bench.sh
 	bash scripts/setup_bench.sh

@@ -1,11 +1,10 @@
-"""Benchmark lib.llc.estimate_llc against devinterp 2.0.1 and 1.3.2, side by side.
+"""Benchmark lib.llc.estimate_llc against devinterp 2.0.1 and 1.3.2 and canonical-interp 0.1.5, side by side.
 
-    python benchmarks/bench_llc.py [--threads 2] [--rrr-eps 6e-4] [--many-chains 256]
-                                   [--cases rrr,transformer] [--repeats 1] [--quick]
-                                   [--no-gate] [--json PATH]
+    python benchmarks/bench_llc.py [--threads 2] [--repeats 3] [--cases rrr,transformer] [--quick]
+                                   [--break-even] [--profile] [--no-gate] [--json PATH]   (--help: all)
 
-Two cases, each sampled by our estimator and by both devinterp versions from the same
-w* and data (trained/built once here, saved to a temporary .pt that every side loads):
+Two cases, each sampled by our estimator and by every baseline from the same w* and data
+(trained/built once here, saved to a temporary .pt that every side loads):
 
 (a) reduced-rank regression (M, H, N) = (5, 3, 5), devinterp's own test
     (tests/slt/rrr_test.py): n = 1000, x ~ N(0, I_5), y ~ N(0, I_5) (true rank 0),
@@ -15,29 +14,60 @@ w* and data (trained/built once here, saved to a temporary .pt that every side l
     (Aoyagi & Watanabe 2005, case 1, M + H + N odd). Ours also with --many-chains chains
     (the headline throughput; goal ≥ 20× the faster devinterp's chain-steps/s), once in
     one process of --threads threads and once as the library's torchrun split over the same
-    cores (--rrr-ranks processes of --threads / ranks threads; the headline).
+    cores (--rrr-ranks processes of --threads / ranks threads; the headline). canonical-interp,
+    which also runs every chain in one vmap, samples --many-chains chains at the same settings
+    (goals: ours ≥ 1.5× its chain-steps/s without its compile time, and as accurate:
+    |λ̂ − 6.5| no larger than its own by more than two standard errors of the difference).
 (b) the 417,280-parameter transformer of tiny_transformer.py (2 layers, d_model 128,
     4 heads, MLP 4×, context 32, vocabulary 64) at its seeded initialisation, on 4096
     random sequences of 33 tokens; next-token cross entropy, 4 chains × 200 draws,
-    batch 32, ε = 1e-4, γ = 100, nβ = n/ln n with n = 4096 (goal ≥ 1.5× the faster
-    devinterp). Reported: the fraction of the machine's fp32 matmul peak (a large
-    torch.matmul) that ours reaches, with FLOPs per chain-step counted by
-    torch.utils.flop_counter on one forward + backward; and the eager ceiling, bare forward +
-    backward steps/s of the same model with no sampler, as --tf-ranks concurrent processes
-    and as one process of --threads threads (no eager-PyTorch sampler can beat it).
+    batch 32, ε = 1e-4, γ = 100, nβ = n/ln n with n = 4096 (goals: ≥ 1.5× the faster
+    devinterp; ≥ canonical-interp's chain-steps/s counting its compile time, at these run
+    lengths). Reported besides: the fraction of the machine's fp32 matmul peak (a large
+    torch.matmul) that each side reaches, with FLOPs per chain-step counted by
+    torch.utils.flop_counter on one forward + backward; the eager ceiling, bare forward +
+    backward steps/s of the same model with no sampler (--ceiling-steps steps after a warm-up,
+    as --tf-ranks concurrent processes and as one process of --threads threads), and our
+    sampler's **overhead** over it in the same process/thread setting: per-step time of ours
+    over that of the bare step, − 1, in % (goal ≤ 5 %); and "ours, compiled",
+    estimate_llc(..., compile=True), with its compile seconds apart (skipped, with a note,
+    while the library has no ``compile`` parameter).
 
-Every side runs in its own subprocess with the same torch thread count (OMP_NUM_THREADS
-and torch.set_num_threads = --threads), except ours on the transformer and the headline
-RRR run, which by default use the same cores as the library's torchrun split: 2 processes
-(--tf-ranks, --rrr-ranks) of --threads / 2 threads each, the chains split between them
-(chunk_size = chains / ranks; on the transformer with estimate_llc(batching="loop")); their
-peak RSS and disk are summed over the ranks. Reported per side: seconds of the sampling call only, chain-steps/s,
-λ̂ mean ± std over chains, peak RSS (ru_maxrss of that process, imports included) and
-bytes left on disk by the run; with --repeats R every side runs R times, interleaved,
-and its fastest run is kept. The 1-minute load average before and after each run is
-recorded (the timings mean little when other work shares the CPUs). The devinterp sides run in .venv-devinterp2 and
-.venv-devinterp1 (``bash scripts/setup_bench.sh``, or ``make bench``); without them the
-script says so and exits 2. Exits 1 if either goal ratio is missed (unless --no-gate).
+canonical-interp runs at two settings: its README's quick start (10 chains, 100 burn-in
+steps + 200 draws, ε = 1e-5, γ = 100, nβ = n/ln n; torch.compile on and float32, its
+defaults; on our batch size, unshuffled as the README's loader), and ours (ε, γ, nβ, chains,
+draws, batch as ours, no burn-in, compile on). Its compile time is measured as the first-call
+overhead of its compiled functions and reported apart (canonical_baseline.py). On the
+transformer its model is passed with requires_grad off ("frozen"): as trained, its L_0
+pass keeps every minibatch's autograd graph alive, about 21 GB here (canonical_baseline.py,
+"Memory"); on RRR (one minibatch) it runs both ways.
+
+Measurement. Every side runs in its own subprocess with --threads threads in all: torch's
+pool and every OpenMP/BLAS pool that threadpoolctl finds are limited inside the worker
+(llc_side.limit_threads; the pools in force are recorded per run), and OMP/MKL/OPENBLAS
+_NUM_THREADS are set. Ours on the transformer and the headline RRR run use the same cores
+as the library's torchrun split: 2 processes (--tf-ranks, --rrr-ranks) of --threads / 2
+threads each, the chains split between them (chunk_size = chains / ranks; on the
+transformer with estimate_llc(batching="loop")); their peak RSS and disk are summed over
+the ranks. The baselines run one process of --threads threads. Reported per run: seconds of
+the sampling only, chain-steps/s, λ̂ mean ± std over chains, peak RSS (ru_maxrss of that
+process, imports included), bytes left on disk by the run, and the 1-minute load average
+before and after it. Every arm runs --repeats times (default 3; 1 with --quick),
+interleaved (round after round of every arm; canonical-interp's README arm once), and its
+fastest clean run is kept; a run is clean when both load averages are at most the number of
+cores + --load-margin (the sides alone bring the load near the cores). A goal is gated only
+when every run it reads is clean; otherwise it is reported and flagged.
+
+--break-even measures when compiling pays on the transformer: "ours, compiled" twice more in
+separate processes sharing one fresh TORCHINDUCTOR_CACHE_DIR (the first compiles cold, the
+second finds the cache warm); with compile seconds s and per-step times t_eager > t_compiled,
+compiling pays after s / (t_eager − t_compiled) chain-steps. --profile runs torch.profiler on
+--profile-draws draws of ours on each case (one process, --threads threads) and prints where
+the wall time goes instead of benchmarking (see `breakdown`).
+
+The baselines run in .venv-devinterp2, .venv-devinterp1 and .venv-canonical (``bash
+scripts/setup_bench.sh``, or ``make bench``); without them the script says so and exits 2.
+Exits 1 if a gated goal is missed (unless --no-gate).
 """
 
 from __future__ import annotations
@@ -47,22 +77,33 @@ import json
 import math
 import os
 import platform
-import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # repo root, for `lib`
-sys.path.insert(0, str(HERE))  # tiny_transformer
+sys.path.insert(0, str(HERE))  # llc_side, tiny_transformer
+
+from llc_side import Sandbox, limit_threads, llc_summary, load_case, peak_rss_bytes, rrr_sample_loss  # noqa: E402
 
 TRUE_RRR_LLC = 6.5  # Aoyagi: (1 + 2MN + 2HN + 2MH − N² − M² − H²) / 8 at (5, 3, 5)
-BASELINES = {"devinterp 2.0.1": ".venv-devinterp2", "devinterp 1.3.2": ".venv-devinterp1"}
+CANONICAL = "canonical-interp 0.1.5"
+DEVINTERP = ("devinterp 2.0.1", "devinterp 1.3.2")
+# each baseline: its venv and the script that runs it there
+BASELINES = {"devinterp 2.0.1": (".venv-devinterp2", "devinterp_baseline.py"),
+             "devinterp 1.3.2": (".venv-devinterp1", "devinterp_baseline.py"),
+             CANONICAL: (".venv-canonical", "canonical_baseline.py")}
+# canonical-interp's README quick start: LLCEstimator(draws=200, chains=10, burnin_steps=100,
+# learning_rate=1e-5, localization=100.0, nbeta=n/log n), compile on, float32
+CANONICAL_README = dict(chains=10, draws=200, burn_in=100, eps=1e-5, gamma=100.0, compile=True, shuffle=False)
 
 
 # ----- the data and w*, made once -------------------------------------------------------
@@ -105,14 +146,11 @@ def make_transformer(path: Path, n_seq=4096, seq_len=33, vocab=64, seed=0) -> di
 
 def flops_per_step(data: Path, batch_size: int) -> int:
     """FLOPs of one forward + backward of the transformer on one minibatch (flop_counter)."""
-    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from tiny_transformer import TinyTransformer, per_sequence_loss
+    from tiny_transformer import per_sequence_loss
 
-    blob = torch.load(data, weights_only=True)
-    model = TinyTransformer(**blob["config"])
-    model.load_state_dict(blob["state_dict"])
+    model, blob = load_case(dict(case="transformer", data=str(data)))
     counter = FlopCounterMode(display=False)
     with counter:
         per_sequence_loss(model, blob["tokens"][:batch_size]).mean().backward()
@@ -133,167 +171,562 @@ def matmul_peak(size=2048, repeats=7) -> float:
     return 2 * size ** 3 / best
 
 
-# ----- one side in its own process --------------------------------------------------------
+# ----- our side, in its own process (`--worker SPEC`, `--plain SPEC`) --------------------------
 
-def _dir_bytes(root: Path) -> int:
-    return sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs in os.walk(root) for f in fs)
+def _case_data(spec: dict, blob: dict):
+    """(data, per-sample loss_fn) of our estimator on the case."""
+    from tiny_transformer import per_sequence_loss
+
+    if spec["case"] == "rrr":
+        return (blob["x"], blob["y"]), lambda model, batch: rrr_sample_loss(model, *batch)
+    return (blob["tokens"],), lambda model, batch: per_sequence_loss(model, batch[0])
 
 
-def worker(spec: dict) -> dict:
-    """Our side (runs in a subprocess of this script, `--worker SPEC`)."""
-    work = Path(tempfile.mkdtemp(prefix="llc-bench-"))
-    os.environ["TMPDIR"] = str(work)
-    tempfile.tempdir = str(work)
-    cwd = os.getcwd()
-    os.chdir(work)
-    try:
-        import numpy as np
-        import torch
+def worker(spec: dict) -> dict | None:
+    """Our side: estimate_llc on the case (under torchrun, one rank of it; only rank 0 reports)."""
+    pools = limit_threads(spec["threads"])
+    import torch
 
-        torch.set_num_threads(spec["threads"])
-        from lib.llc import estimate_llc
-        from tiny_transformer import TinyTransformer, per_sequence_loss, rrr_model
+    from lib.llc import estimate_llc
 
-        blob = torch.load(spec["data"], weights_only=True)
-        if spec["case"] == "rrr":
-            model = rrr_model(*blob["shape"])
-            data = (blob["x"], blob["y"])
+    model, blob = load_case(spec)
+    data, loss_fn = _case_data(spec, blob)
+    if spec.get("profile"):
+        loss_fn = in_model_scope(loss_fn)
+    options = dict(chunk_size=spec.get("chunk_size"), batching=spec.get("batching", "vmap"))
+    if "compile" in spec:  # only the compiled arm passes it: the eager arms run on a library without it
+        options["compile"] = spec["compile"]
 
-            def loss_fn(model, batch):  # per-sample; its batch mean is F.mse_loss
-                x, y = batch
-                return ((model(x) - y) ** 2).mean(dim=1)
-        else:
-            model = TinyTransformer(**blob["config"])
-            data = (blob["tokens"],)
+    def call(draws=spec["draws"]):
+        return estimate_llc(model, loss_fn, data, nbeta=spec["nbeta"], gamma=spec["gamma"], eps=spec["eps"],
+                            chains=spec["chains"], draws=draws, burn_in=0, batch_size=spec["batch_size"],
+                            seed=spec["seed"], device="cpu", progress=False, **options)
 
-            def loss_fn(model, batch):
-                return per_sequence_loss(model, batch[0])
-        model.load_state_dict(blob["state_dict"])
+    if spec.get("profile"):
+        call(draws=PROFILE_WARMUP_DRAWS)  # the first steps of a process are slow once (allocator, kernels' setup)
+        return dict(side="ours", case=spec["case"], chains=spec["chains"], draws=spec["draws"], threads=spec["threads"],
+                    thread_pools=pools, batching=options["batching"], **profiled(call))
+    with Sandbox() as box:
         t0 = time.perf_counter()
-        res = estimate_llc(model, loss_fn, data, nbeta=spec["nbeta"], gamma=spec["gamma"], eps=spec["eps"],
-                           chains=spec["chains"], draws=spec["draws"], burn_in=0, batch_size=spec["batch_size"],
-                           seed=spec["seed"], device="cpu", chunk_size=spec.get("chunk_size"), progress=False,
-                           batching=spec.get("batching", "vmap"))
+        res = call()
         call_seconds = time.perf_counter() - t0
-        disk = _dir_bytes(work)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        import torch.distributed as dist
+    rss, disk = peak_rss_bytes(), box.disk_bytes
+    import torch.distributed as dist
 
-        ranks = 1
-        if dist.is_available() and dist.is_initialized():  # torchrun: every rank's peak RSS and disk, summed
-            ranks = dist.get_world_size()
-            everything = [None] * ranks
-            dist.all_gather_object(everything, (rss, disk))
-            rss, disk = (sum(v) for v in zip(*everything))
-            if dist.get_rank() != 0:
-                return None
-    finally:
-        os.chdir(cwd)
-        shutil.rmtree(work, ignore_errors=True)
-    per_chain = np.asarray(res.per_chain, dtype=float)
+    ranks = 1
+    if dist.is_available() and dist.is_initialized():  # torchrun: every rank's peak RSS and disk, summed
+        ranks = dist.get_world_size()
+        everything = [None] * ranks
+        dist.all_gather_object(everything, (rss, disk))
+        rss, disk = (sum(v) for v in zip(*everything))
+        if dist.get_rank() != 0:
+            return None
+    import numpy as np
+
     steps = spec["chains"] * spec["draws"]
     d = res.diagnostics
+    seconds, compile_seconds = _without_compile(res.seconds, d.get("compile_seconds"))
     return dict(
-        side="ours", torch=torch.__version__, threads=spec["threads"], ranks=ranks, batching=spec.get("batching", "vmap"),
-        chunk_size=spec.get("chunk_size"), case=spec["case"], chains=spec["chains"],
-        draws=spec["draws"], batch_size=spec["batch_size"], eps=spec["eps"], gamma=spec["gamma"],
-        nbeta=spec["nbeta"], seed=spec["seed"], chain_steps=steps, seconds=res.seconds,
-        call_seconds=call_seconds, chain_steps_per_s=steps / res.seconds, llc=res.llc, se=res.se,
-        llc_mean=float(per_chain.mean()), llc_std=float(per_chain.std(ddof=1)) if len(per_chain) > 1 else math.nan,
-        llc_per_chain=per_chain.tolist()[:16], init_loss=res.init_loss,
+        side="ours", torch=torch.__version__, threads=spec["threads"], thread_pools=pools, ranks=ranks,
+        batching=options["batching"], compile=options.get("compile", False), chunk_size=spec.get("chunk_size"),
+        case=spec["case"], chains=spec["chains"], draws=spec["draws"], batch_size=spec["batch_size"], eps=spec["eps"],
+        gamma=spec["gamma"], nbeta=spec["nbeta"], seed=spec["seed"], chain_steps=steps, seconds=seconds,
+        library_seconds=res.seconds, call_seconds=call_seconds, compile_seconds=compile_seconds,
+        chain_steps_per_s=steps / seconds,
+        chain_steps_per_s_with_compile=steps / (seconds + compile_seconds) if compile_seconds is not None else None,
+        llc=res.llc, se=res.se, **llc_summary(res.per_chain), init_loss=res.init_loss,
         rhat=float(d.get("rhat", math.nan)), ess_mean=float(np.mean(d["ess"])) if "ess" in d else math.nan,
         mala_acceptance=float(np.nanmean(d["mala_acceptance"])) if "mala_acceptance" in d else math.nan,
-        divergent=len(d.get("divergent", [])),
-        peak_rss_bytes=rss, disk_bytes=disk)
+        divergent=len(d.get("divergent", [])), peak_rss_bytes=rss, disk_bytes=disk)
+
+
+def _without_compile(seconds: float, compile_seconds):
+    """(sampling seconds without the compile, compile seconds or None). With ``compile=True`` the library runs the
+    first (compiling) call before its chains and outside the time it reports (``LLCResult.seconds``), and says
+    how long it took in ``diagnostics["compile_seconds"]`` (0 for an eager run)."""
+    if not compile_seconds:
+        return seconds, None
+    return seconds, float(compile_seconds)
 
 
 def plain_worker(spec: dict) -> dict:
-    """The eager ceiling: bare forward + backward of the transformer on fresh minibatches (no sampler)."""
+    """The eager ceiling: ``steps`` bare forward + backward steps of the transformer on fresh minibatches, after
+    ``warmup`` untimed ones; no sampler. Timed as one block (the sampler's figure is a block too)."""
+    pools = limit_threads(spec["threads"])
     import torch
 
-    from tiny_transformer import TinyTransformer, per_sequence_loss
+    from tiny_transformer import per_sequence_loss
 
-    torch.set_num_threads(spec["threads"])
-    blob = torch.load(spec["data"], weights_only=True)
-    model = TinyTransformer(**blob["config"])
-    model.load_state_dict(blob["state_dict"])
+    model, blob = load_case(dict(spec, case="transformer"))
     tokens, gen = blob["tokens"], torch.Generator().manual_seed(0)
-    times = []
-    for i in range(spec["steps"] + 5):
+
+    def step():
         batch = tokens[torch.randint(0, tokens.shape[0], (spec["batch_size"],), generator=gen)]
-        t0 = time.perf_counter()
         model.zero_grad(set_to_none=True)
         per_sequence_loss(model, batch).mean().backward()
-        if i >= 5:  # the first steps warm the allocator
-            times.append(time.perf_counter() - t0)
-    return dict(steps_per_s=1.0 / sorted(times)[len(times) // 2], threads=spec["threads"])
+
+    for _ in range(spec["warmup"]):  # the allocator and the caches settle
+        step()
+    t0 = time.perf_counter()
+    for _ in range(spec["steps"]):
+        step()
+    seconds = time.perf_counter() - t0
+    return dict(side="eager ceiling", threads=spec["threads"], thread_pools=pools, chain_steps=spec["steps"],
+                seconds=seconds, chain_steps_per_s=spec["steps"] / seconds, peak_rss_bytes=peak_rss_bytes())
 
 
-def eager_ceiling(data: str, batch_size: int, threads: int, ranks: int, steps: int = 40) -> dict:
-    """Steps/s of bare forward + backward: ``ranks`` concurrent processes of threads/ranks threads (summed), and one
-    process of ``threads`` threads; what any sampler built on eager PyTorch can at most reach on these cores."""
-    me = Path(__file__).resolve()
+# ----- where the time goes (--profile) ----------------------------------------------------------
 
-    def launch(t):
-        spec = dict(data=data, batch_size=batch_size, threads=t, steps=steps)
-        env = dict(os.environ, OMP_NUM_THREADS=str(t), MKL_NUM_THREADS=str(t))
-        return subprocess.Popen([sys.executable, str(me), "--plain", json.dumps(spec)], stdout=subprocess.PIPE,
-                                text=True, env=env, cwd=ROOT)
+# How `breakdown` classifies the profiler's events. An *op* is an ATen operator (a name "aten::…");
+# its self time (its time less its child ops') is counted once, in one category:
+# * inside the model's forward (the loss_fn, under record_function("model forward")) or backward
+#   (under autograd's "autograd::engine::evaluate_function: …" events): GEMM if named in GEMM_OPS,
+#   else "model elementwise & other" (layer norm, softmax, GELU, embedding, cross entropy, …);
+# * outside the model, by name: "noise" (NOISE_OPS), "minibatch" (MINIBATCH_OPS: drawing and
+#   gathering the indices), "diagnostics" (DIAGNOSTIC_OPS: ops that only the finite checks, the
+#   float64 loss trace and the MALA acceptance use), "update" (UPDATE_OPS: the arithmetic of the
+#   step; the MALA acceptance's own sub/add/pow/sum are named alike and land here too), else
+#   "sampler other" (allocation, views, stacking);
+# * "overhead" = wall − Σ op self times: Python, the dispatcher between ops, autograd's engine
+#   bookkeeping, torch.func's wrappers and the profiler's own cost (so it overstates an
+#   unprofiled run's Python time).
+# The window is one whole estimate_llc call, after an unprofiled one of PROFILE_WARMUP_DRAWS
+# draws: its input checks and its one no-grad pass for L_n(w*) are in it (a few % of a few
+# hundred draws).
+PROFILE_WARMUP_DRAWS = 5  # an unprofiled call first: what is profiled is the steady state
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::baddbmm", "aten::addbmm",
+            "aten::mv", "aten::addmv", "aten::dot", "aten::linear", "aten::_addmm_activation"}
+NOISE_OPS = {"aten::randn", "aten::randn_like", "aten::normal_"}
+MINIBATCH_OPS = {"aten::randint", "aten::random_", "aten::index", "aten::index_select", "aten::gather"}
+DIAGNOSTIC_OPS = {"aten::isfinite", "aten::any", "aten::all", "aten::where", "aten::exp", "aten::clamp",
+                  "aten::clamp_max", "aten::nan_to_num", "aten::maximum", "aten::norm", "aten::linalg_vector_norm",
+                  "aten::logical_not", "aten::bitwise_not", "aten::bitwise_and", "aten::logical_and", "aten::__and__",
+                  "aten::lt", "aten::ge", "aten::eq", "aten::ne", "aten::abs", "aten::full_like", "aten::to",
+                  "aten::_to_copy", "aten::copy_", "aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"}
+UPDATE_OPS = {"aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::rsub", "aten::mul", "aten::mul_",
+              "aten::div", "aten::div_", "aten::pow", "aten::pow_", "aten::sum", "aten::neg", "aten::sqrt"}
+CATEGORIES = ("GEMM", "model elementwise & other", "noise", "minibatch", "update", "diagnostics", "sampler other",
+              "overhead")
+MODEL_SCOPE = "model forward"
 
-    def rate(procs):
-        return sum(json.loads(p.communicate()[0].strip().splitlines()[-1])["steps_per_s"] for p in procs)
 
-    split = rate([launch(threads // ranks) for _ in range(ranks)])
-    whole = rate([launch(threads)])
-    return dict(split_steps_per_s=split, one_process_steps_per_s=whole, ranks=ranks, threads=threads)
+def _in_model(event) -> bool:
+    e = event.cpu_parent
+    while e is not None:
+        if e.name == MODEL_SCOPE or e.name.startswith("autograd::engine::evaluate_function"):
+            return True
+        e = e.cpu_parent
+    return False
 
 
-def run_side(python: Path, script: Path, spec: dict, threads: int, extra=(), ranks: int = 1) -> dict:
-    """One side in a subprocess; with ``ranks`` > 1 under ``torchrun`` (the library's multi-process split)."""
+def _category(event) -> str:
+    name = event.name
+    if _in_model(event):
+        return "GEMM" if name in GEMM_OPS else "model elementwise & other"
+    for category, names in (("noise", NOISE_OPS), ("minibatch", MINIBATCH_OPS), ("diagnostics", DIAGNOSTIC_OPS),
+                            ("update", UPDATE_OPS)):
+        if name in names:
+            return category
+    return "sampler other"
+
+
+def breakdown(events, wall: float) -> dict:
+    """Seconds and % of ``wall`` per category (see above), and the ten ops of most self time."""
+    seconds, per_op = dict.fromkeys(CATEGORIES, 0.0), defaultdict(float)
+    for e in events:
+        if e.name.startswith("aten::"):
+            s = e.self_cpu_time_total / 1e6
+            seconds[_category(e)] += s
+            per_op[e.name] += s
+    seconds["overhead"] = wall - sum(seconds.values())
+    top = sorted(per_op.items(), key=lambda kv: -kv[1])[:10]
+    return dict(wall=wall, seconds=seconds, percent={k: 100 * v / wall for k, v in seconds.items()},
+                top_ops=[(name, s, 100 * s / wall) for name, s in top])
+
+
+def profiled(call) -> dict:
+    """``call()`` under torch.profiler (CPU); where its wall time went (`breakdown`)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        call()
+        wall = time.perf_counter() - t0
+    return breakdown(prof.events(), wall)
+
+
+def in_model_scope(loss_fn):
+    """``loss_fn`` with its ops inside record_function(MODEL_SCOPE), for `_in_model`."""
+    import torch
+
+    def scoped(model, batch):
+        with torch.profiler.record_function(MODEL_SCOPE):
+            return loss_fn(model, batch)
+    return scoped
+
+
+def print_profile(r: dict) -> None:
+    p = r["profile"] if "profile" in r else r
+    print(f"  {r['case']}: {r['chains']} chains × {r['draws']} draws, batching {r['batching']}, {r['threads']} "
+          f"threads; profiled wall {p['wall']:.2f} s")
+    for k in CATEGORIES:
+        print(f"    {k:<28} {p['seconds'][k]:8.3f} s  {p['percent'][k]:5.1f} %")
+    print("    ops of most self time: " + ", ".join(f"{n[6:]} {pc:.1f} %" for n, _, pc in p["top_ops"]))
+
+
+# ----- launching the sides ----------------------------------------------------------------------
+
+def _launch(python: Path, script: Path, spec: dict, threads: int, extra=(), ranks: int = 1, env=None):
+    """One side in a subprocess of ``threads`` threads (per process); with ``ranks`` > 1 under ``torchrun``."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-               OPENBLAS_NUM_THREADS=str(threads), TQDM_DISABLE="1", PYTHONWARNINGS="ignore")
+               OPENBLAS_NUM_THREADS=str(threads), TQDM_DISABLE="1", PYTHONWARNINGS="ignore", **(env or {}))
     launch = [str(python)]
     if ranks > 1:
         launch += ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
-    proc = subprocess.run([*launch, str(script), *extra, json.dumps(spec)], capture_output=True, text=True,
-                          env=env, cwd=ROOT)
+    return subprocess.Popen([*launch, str(script), *extra, json.dumps(dict(spec, threads=threads))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+
+
+def _collect(proc) -> dict:
+    out, err = proc.communicate()
     if proc.returncode != 0:
-        raise RuntimeError(f"{python} {script.name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{' '.join(proc.args[:3])} … failed ({proc.returncode}):\n{err[-4000:]}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
-# ----- report ----------------------------------------------------------------------------
+@dataclass
+class Arm:
+    """One side at one setting: ``who`` runs it ("ours", "ceiling" or a baseline's name) with ``spec``."""
+    label: str  # as printed
+    who: str
+    spec: dict
+    once: bool = False  # informational: run in the first round only
+    env: dict = field(default_factory=dict)  # extra environment (e.g. TORCHINDUCTOR_CACHE_DIR)
+
+
+def run_arm(arm: Arm, threads: int) -> dict:
+    """One run of ``arm`` with ``threads`` threads in all, with the 1-minute load average before and after."""
+    me = Path(__file__).resolve()
+    ranks = arm.spec.get("ranks", 1)
+    load = os.getloadavg()[0]
+    if arm.who == "ours":
+        r = _collect(_launch(Path(sys.executable), me, arm.spec, threads // ranks, ("--worker",), ranks, arm.env))
+    elif arm.who == "ceiling":  # `ranks` concurrent processes; their rates add up
+        parts = [_collect(p) for p in [_launch(Path(sys.executable), me, arm.spec, threads // ranks, ("--plain",))
+                                       for _ in range(ranks)]]
+        r = dict(parts[0], ranks=ranks, threads=threads // ranks, chain_steps=sum(p["chain_steps"] for p in parts),
+                 seconds=max(p["seconds"] for p in parts),
+                 chain_steps_per_s=sum(p["chain_steps_per_s"] for p in parts),
+                 peak_rss_bytes=sum(p["peak_rss_bytes"] for p in parts))
+    else:
+        venv, script = BASELINES[arm.who]
+        r = _collect(_launch(ROOT / venv / "bin" / "python", HERE / script, arm.spec, threads, env=arm.env))
+    r.update(arm=arm.label, load_average_1min=[load, os.getloadavg()[0]])
+    return r
+
+
+def measure(case_label: str, arms: dict[str, Arm], repeats: int, threads: int, max_load: float) -> dict[str, dict]:
+    """Every arm ``repeats`` times, interleaved (round after round); per arm its fastest clean run (the fastest
+    of all when none is clean), with every run's rate and cleanliness beside it."""
+    tries = {key: [] for key in arms}
+    for round_ in range(repeats):
+        for key, arm in arms.items():
+            if arm.once and round_:
+                continue
+            s = arm.spec
+            size = f"{s['chains']} chains × {s['draws']} draws" if "chains" in s else f"{s['steps']} steps"
+            print(f"  {case_label}: {arm.label} ({size}) …", flush=True)
+            r = run_arm(arm, threads)
+            r.update(case_label=case_label, clean=max(r["load_average_1min"]) <= max_load)
+            tries[key].append(r)
+    best = {}
+    for key, runs in tries.items():
+        r = max([t for t in runs if t["clean"]] or runs, key=lambda t: t["chain_steps_per_s"])
+        r.update(repeats_chain_steps_per_s=[t["chain_steps_per_s"] for t in runs],
+                 repeats_clean=[t["clean"] for t in runs])
+        best[key] = r
+    return best
+
+
+def supports_compile() -> bool:
+    """Whether lib.llc.estimate_llc takes ``compile=`` (the binding raises TypeError where it does not)."""
+    import inspect
+
+    from lib.llc import estimate_llc
+
+    try:
+        inspect.signature(estimate_llc).bind_partial(compile=True)
+    except TypeError:
+        return False
+    return True
+
+
+# ----- goals and report ------------------------------------------------------------------------
+
+@dataclass
+class Goal:
+    name: str
+    text: str  # what was measured, as printed
+    met: bool
+    rows: list  # the runs it reads: gated only when all are clean
+
+    @property
+    def gated(self) -> bool:
+        return all(r["clean"] for r in self.rows)
+
 
 def _mib(b) -> str:
-    return f"{b / 2**20:.0f} MiB"
+    return f"{b / 2**20:.0f} MiB" if b else ""
 
 
 def _disk(b) -> str:
+    if b is None:
+        return ""
     return "0" if b == 0 else (f"{b / 2**20:.1f} MiB" if b >= 2**20 else f"{b / 1024:.0f} KiB")
 
 
+def _rate(v) -> str:
+    return "" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.1f}")
+
+
 def print_table(rows: list[dict]) -> None:
-    head = ["case", "side", "chains×draws", "s", "chain-steps/s", "ratio", "λ̂ ± std", "peak RSS", "disk"]
+    head = ["case", "side", "chains×draws", "s", "chain-steps/s", "with compile", "compile s", "vs devinterp",
+            "λ̂ ± std", "peak RSS", "disk", "load"]
     lines = [head]
     for r in rows:
-        lam = f"{r['llc_mean']:.2f} ± {r['llc_std']:.2f}"
-        side = r["side"] + (f" ({r['ranks']} ranks × {r['threads']} thread)" if r.get("ranks", 1) > 1 else "")
-        lines.append([r["case_label"], side, f"{r['chains']}×{r['draws']}", f"{r['seconds']:.2f}",
-                      f"{r['chain_steps_per_s']:,.0f}", f"{r['ratio']:.1f}×" if r.get("ratio") else "",
-                      lam, _mib(r["peak_rss_bytes"]), _disk(r["disk_bytes"])])
+        if "chains" not in r:  # the eager ceiling
+            size = f"{r['chain_steps']} steps"
+        else:
+            size = f"{r['chains']}×" + (f"({r['burn_in']}+{r['draws']})" if r.get("burn_in") else f"{r['draws']}")
+        lam = f"{r['llc_mean']:.2f} ± {r['llc_std']:.2f}" if "llc_mean" in r else ""
+        compile_s = r.get("compile_seconds")
+        lines.append([r["case_label"], r["arm"], size, f"{r['seconds']:.2f}", _rate(r["chain_steps_per_s"]),
+                      _rate(r.get("chain_steps_per_s_with_compile")), "" if compile_s is None else f"{compile_s:.1f}",
+                      f"{r['ratio']:.2f}×" if r.get("ratio") else "", lam, _mib(r.get("peak_rss_bytes")),
+                      _disk(r.get("disk_bytes")),
+                      f"{max(r['load_average_1min']):.1f}" + ("" if r["clean"] else " (!)")])
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     for i, line in enumerate(lines):
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
+    print("s: seconds of sampling only (without a compile, and without canonical-interp's L_0 pass); chain-steps/s "
+          "over them; with compile: counting the compile too; disk: bytes the run left (canonical-interp's: "
+          "inductor's cold cache); load: the higher 1-minute load average around the run, (!) when not clean")
+
+
+def _setting(ceiling: dict) -> str:
+    """"2 processes × 1 thread" of the arm "eager ceiling (2 processes × 1 thread)"."""
+    return ceiling["arm"].split("(", 1)[1].rstrip(")")
+
+
+def _se(r: dict) -> float:
+    return r["llc_std"] / math.sqrt(r["chains"]) if r["chains"] > 1 else math.nan
+
+
+def _break_even(eager: dict, compiled: dict) -> str:
+    """When compiling pays: compile seconds / (eager − compiled seconds per chain-step), in chain-steps and draws."""
+    saved = 1 / eager["chain_steps_per_s"] - 1 / compiled["chain_steps_per_s"]
+    if saved <= 0:
+        return f"compile {compiled['compile_seconds']:.1f} s, never pays (compiled steps are not faster)"
+    steps = compiled["compile_seconds"] / saved
+    return (f"compile {compiled['compile_seconds']:.1f} s, pays after {steps:,.0f} chain-steps "
+            f"(= {steps / compiled['chains']:,.0f} draws × {compiled['chains']} chains)")
+
+
+# ----- the two cases ---------------------------------------------------------------------------
+
+def _readme_settings(spec: dict, args) -> dict:
+    """``spec`` at canonical-interp's README settings (its draws and burn-in as given on the command line)."""
+    return dict(spec, **dict(CANONICAL_README, draws=args.canonical_readme_draws,
+                             burn_in=args.canonical_readme_burn_in))
+
+
+def rrr_case(args, tmp: Path, res: dict, goals: list, notes: list, measure_arms) -> None:
+    info = make_rrr(tmp / "rrr.pt")
+    n = info["n"]
+    rrr = dict(case="rrr", data=str(tmp / "rrr.pt"), eps=args.rrr_eps, gamma=1.0, nbeta=n / math.log(n),
+               chains=3, draws=args.rrr_draws, batch_size=n, seed=args.seed)
+    res["rrr"] = dict(rrr, **info)
+    print(f"== RRR (5, 3, 5), ε = {args.rrr_eps:g}, γ = 1, nβ = n/ln n = {rrr['nbeta']:.1f}, full batch")
+    many = dict(rrr, chains=args.many_chains)
+    split = f"{args.rrr_ranks} ranks × {args.threads // args.rrr_ranks} thread"
+    readme = _readme_settings(rrr, args)
+    arms = {who: Arm(who, who, rrr) for who in DEVINTERP}
+    arms.update(ours3=Arm("ours", "ours", rrr), ours_one=Arm("ours", "ours", many))
+    if args.rrr_ranks > 1:
+        arms["ours_split"] = Arm(f"ours ({split})", "ours",
+                                 dict(many, ranks=args.rrr_ranks, chunk_size=args.many_chains // args.rrr_ranks))
+    arms.update(canonical=Arm(f"{CANONICAL}, our settings", CANONICAL, many),
+                canonical_frozen=Arm(f"{CANONICAL}, our settings, frozen", CANONICAL, dict(many, frozen=True)),
+                canonical_readme=Arm(f"{CANONICAL}, README settings", CANONICAL, readme, once=True))
+    got = measure_arms("RRR", arms)
+    dv = [got[who] for who in DEVINTERP]
+    best_dv = max(dv, key=lambda r: r["chain_steps_per_s"])
+    ours3, one = got["ours3"], got["ours_one"]
+    headline = got.get("ours_split", one)  # the library's torchrun split over the same cores (or one process)
+    canon = max((got["canonical"], got["canonical_frozen"]), key=lambda r: r["chain_steps_per_s"])
+    for key, r in got.items():
+        if key not in DEVINTERP:
+            r["ratio"] = r["chain_steps_per_s"] / best_dv["chain_steps_per_s"]
+    for r in got.values():
+        r["llc_rel_error"] = abs(r["llc_mean"] - TRUE_RRR_LLC) / TRUE_RRR_LLC
+    vs_canon = headline["chain_steps_per_s"] / canon["chain_steps_per_s"]
+    res.update(rrr_ratio=headline["ratio"], rrr_ratio_3_chains=ours3["ratio"], rrr_ratio_one_process=one["ratio"],
+               rrr_ratio_canonical=vs_canon,
+               rrr_ratio_canonical_with_compile=headline["chain_steps_per_s"] / canon["chain_steps_per_s_with_compile"])
+
+    notes.append(f"RRR: true λ = {TRUE_RRR_LLC}; λ̂ (mean ± std over chains): " + "; ".join(
+        f"{r['arm']} ({r['chains']} chains) {r['llc_mean']:.2f} ± {r['llc_std']:.2f}" for r in got.values()))
+    notes.append(f"RRR ratios vs the faster devinterp ({best_dv['side']}, {best_dv['chain_steps_per_s']:,.0f} "
+                 f"chain-steps/s): 3 chains {ours3['ratio']:.1f}×, {args.many_chains} chains in one process "
+                 f"{one['ratio']:.1f}×" + (f", {args.many_chains} chains as {split} {headline['ratio']:.1f}×"
+                                          if headline is not one else ""))
+    goals.append(Goal("rrr", f"RRR, ours {args.many_chains} chains vs the faster devinterp: {headline['ratio']:.1f}× "
+                      f"(goal ≥ {args.min_rrr_ratio:g}×)", headline["ratio"] >= args.min_rrr_ratio,
+                      [headline, best_dv]))
+    goals.append(Goal("rrr_canonical", f"RRR, ours {args.many_chains} chains vs {canon['arm']} "
+                      f"({canon['chain_steps_per_s']:,.0f} chain-steps/s without its {canon['compile_seconds']:.1f} s "
+                      f"compile, {canon['chain_steps_per_s_with_compile']:,.0f} with it): {vs_canon:.2f}× "
+                      f"(goal ≥ {args.min_canonical_rrr_ratio:g}×, without its compile)",
+                      vs_canon >= args.min_canonical_rrr_ratio, [headline, canon]))
+    # equal accuracy: our error no larger than canonical-interp's, beyond two standard errors of the difference
+    plain = got["canonical"]
+    err_ours, err_canon = abs(headline["llc_mean"] - TRUE_RRR_LLC), abs(plain["llc_mean"] - TRUE_RRR_LLC)
+    slack = 2 * math.hypot(_se(headline), _se(plain))
+    goals.append(Goal("rrr_accuracy", f"RRR accuracy at λ = {TRUE_RRR_LLC}, {args.many_chains} chains each: ours "
+                      f"{headline['llc_mean']:.3f} ± {_se(headline):.3f} (s.e.), {CANONICAL} "
+                      f"{plain['llc_mean']:.3f} ± {_se(plain):.3f}; |error| {err_ours:.3f} vs {err_canon:.3f} "
+                      f"(goal: ≤ {err_canon:.3f} + {slack:.3f}, two s.e. of the difference)",
+                      err_ours <= err_canon + slack, []))  # not a timing: gated whatever the load
+
+
+def transformer_case(args, tmp: Path, res: dict, goals: list, notes: list, measure_arms) -> None:
+    info = make_transformer(tmp / "transformer.pt", seed=args.seed)
+    nt = info["n"]
+    tf = dict(case="transformer", data=str(tmp / "transformer.pt"), eps=args.tf_eps, gamma=args.tf_gamma,
+              nbeta=nt / math.log(nt), chains=args.tf_chains, draws=args.tf_draws, batch_size=args.tf_batch,
+              seed=args.seed)
+    print(f"== transformer ({info['params']:,} parameters), ε = {args.tf_eps:g}, γ = {args.tf_gamma:g}, "
+          f"batch {args.tf_batch}, nβ = {tf['nbeta']:.1f}")
+    flops = flops_per_step(tmp / "transformer.pt", args.tf_batch)
+    peak = matmul_peak()
+    res.update(transformer=dict(tf, **info), flops_per_chain_step=flops, matmul_peak_flop_per_s=peak)
+    ranks = args.tf_ranks
+    ours_tf = dict(tf, ranks=ranks, batching=args.tf_batching,
+                   chunk_size=args.tf_chains // ranks if ranks > 1 else None)
+    bare = dict(data=tf["data"], batch_size=args.tf_batch, steps=args.ceiling_steps, warmup=args.ceiling_warmup)
+    split = f"{ranks} processes × {args.threads // ranks} thread"
+    whole = f"1 process × {args.threads} threads"
+    compiled = supports_compile()
+    readme = dict(_readme_settings(tf, args), frozen=True)
+    arms = {who: Arm(who, who, tf) for who in DEVINTERP}
+    if ranks > 1:  # the ceiling in ours' own setting, interleaved with ours
+        arms["ceiling_split"] = Arm(f"eager ceiling ({split})", "ceiling", dict(bare, ranks=ranks))
+    arms["ours"] = Arm("ours" + (f" ({split})" if ranks > 1 else ""), "ours", ours_tf)
+    arms["ceiling_one"] = Arm(f"eager ceiling ({whole})", "ceiling", dict(bare, ranks=1))
+    if compiled:
+        arms["ours_compiled"] = Arm("ours, compiled" + (f" ({split})" if ranks > 1 else ""), "ours",
+                                    dict(ours_tf, compile=True))
+    else:
+        notes.append("transformer: 'ours, compiled' skipped: lib.llc.estimate_llc has no 'compile' parameter yet")
+    arms.update(canonical=Arm(f"{CANONICAL}, our settings, frozen", CANONICAL, dict(tf, frozen=True)),
+                canonical_readme=Arm(f"{CANONICAL}, README settings, frozen", CANONICAL, readme, once=True))
+    got = measure_arms("transformer", arms)
+    dv = [got[who] for who in DEVINTERP]
+    best_dv = max(dv, key=lambda r: r["chain_steps_per_s"])
+    ours, canon = got["ours"], got["canonical"]
+    ceiling = got.get("ceiling_split", got["ceiling_one"])  # the bare step in ours' own process/thread setting
+    for r in got.values():
+        if r["arm"].startswith(("ours", CANONICAL)):
+            r["ratio"] = r["chain_steps_per_s"] / best_dv["chain_steps_per_s"]
+        if "llc_mean" in r:
+            r.update(flops_per_chain_step=flops, flop_per_s=flops * r["chain_steps_per_s"],
+                     fraction_of_matmul_peak=flops * r["chain_steps_per_s"] / peak)
+    vs_canon = ours["chain_steps_per_s"] / canon["chain_steps_per_s_with_compile"]
+    overhead = 100 * (ceiling["chain_steps_per_s"] / ours["chain_steps_per_s"] - 1)
+    res.update(transformer_ratio=ours["ratio"], transformer_ratio_canonical_with_compile=vs_canon,
+               transformer_ratio_canonical=ours["chain_steps_per_s"] / canon["chain_steps_per_s"],
+               transformer_overhead_percent=overhead,
+               transformer_eager_ceiling=dict(split_steps_per_s=got.get("ceiling_split", {}).get("chain_steps_per_s"),
+                                              one_process_steps_per_s=got["ceiling_one"]["chain_steps_per_s"],
+                                              steps=args.ceiling_steps, ranks=ranks, threads=args.threads))
+
+    notes.append(f"transformer: {flops / 1e9:.2f} GFLOP per chain-step (forward + backward, batch {args.tf_batch}); "
+                 f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s; " + ", ".join(
+                     f"{r['arm']} {100 * r['fraction_of_matmul_peak']:.0f} %" for r in got.values()
+                     if "fraction_of_matmul_peak" in r) + " of it")
+    notes.append(f"transformer: λ̂ (mean ± std over chains): " + "; ".join(
+        f"{r['arm']} {r['llc_mean']:.2f} ± {r['llc_std']:.2f}" for r in got.values() if "llc_mean" in r))
+    one = got["ceiling_one"]["chain_steps_per_s"]
+    notes.append(f"transformer eager ceiling (bare forward + backward, {args.ceiling_steps} steps after "
+                 f"{args.ceiling_warmup}, no sampler): " + ", ".join(
+                     f"{_setting(r)} {r['chain_steps_per_s']:.1f} steps/s"
+                     for k, r in got.items() if k.startswith("ceiling"))
+                 + f"; {best_dv['side']} reaches {100 * best_dv['chain_steps_per_s'] / one:.0f} % of the "
+                   f"one-process ceiling, {canon['arm']} {100 * canon['chain_steps_per_s'] / one:.0f} % (without "
+                   f"its compile)")
+    notes.append(f"transformer: {canon['arm']}: compile {canon['compile_seconds']:.1f} s, L_0 pass "
+                 f"{canon['init_seconds']:.1f} s, sampling {canon['seconds']:.1f} s, whole call "
+                 f"{canon['call_seconds']:.1f} s; ours vs it: {res['transformer_ratio_canonical']:.2f}× without its "
+                 f"compile, {vs_canon:.2f}× with it")
+    if compiled:
+        c = got["ours_compiled"]
+        cs = c.get("compile_seconds")
+        notes.append(f"transformer: ours, compiled: {c['chain_steps_per_s']:.1f} chain-steps/s without the compile "
+                     f"= {c['chain_steps_per_s'] / ours['chain_steps_per_s']:.2f}× ours eager and "
+                     f"{100 * c['chain_steps_per_s'] / ceiling['chain_steps_per_s']:.0f} % of the eager ceiling; "
+                     "compile " + (f"{cs:.1f} s" if cs is not None else "time not reported by the library"))
+        if args.break_even and cs is not None:
+            cache = tmp / "inductor-cache"  # fresh: the first run compiles cold, the second finds it warm
+            again = Arm("ours, compiled", "ours", dict(ours_tf, compile=True),
+                        env=dict(TORCHINDUCTOR_CACHE_DIR=str(cache)))
+            print("  transformer: compile break-even: ours, compiled, cold then warm inductor cache …", flush=True)
+            cold, warm = run_arm(again, args.threads), run_arm(again, args.threads)
+            res["compile_break_even"] = dict(cold=cold, warm=warm)
+            notes.append(f"transformer: compile break-even against ours eager ({ours['chain_steps_per_s']:.1f} "
+                         f"chain-steps/s): cold cache: {_break_even(ours, cold)}; warm cache: "
+                         f"{_break_even(ours, warm)}")
+    elif args.break_even:
+        notes.append("transformer: --break-even skipped: there is no compiled arm")
+
+    goals.append(Goal("transformer", f"transformer, ours vs the faster devinterp ({best_dv['side']}, "
+                      f"{best_dv['chain_steps_per_s']:.1f} chain-steps/s): {ours['ratio']:.2f}× "
+                      f"(goal ≥ {args.min_tf_ratio:g}×)", ours["ratio"] >= args.min_tf_ratio, [ours, best_dv]))
+    goals.append(Goal("transformer_canonical", f"transformer, ours vs {canon['arm']} counting its compile "
+                      f"({canon['chain_steps_per_s_with_compile']:.1f} chain-steps/s over {tf['chains']} × "
+                      f"{tf['draws']} draws): {vs_canon:.2f}× (goal ≥ {args.min_canonical_tf_ratio:g}×)",
+                      vs_canon >= args.min_canonical_tf_ratio, [ours, canon]))
+    goals.append(Goal("transformer_overhead", f"transformer, our sampler's overhead over the bare forward + backward "
+                      f"({_setting(ceiling)}): {overhead:.1f} % per step (goal ≤ "
+                      f"{args.max_overhead:g} %)", overhead <= args.max_overhead, [ours, ceiling]))
+
+
+def profile_cases(args, tmp: Path) -> None:
+    """--profile: where the wall time of ours goes, per case, in one process of --threads threads."""
+    print(f"Where the time goes: ours under torch.profiler, {args.profile_draws} draws, one process "
+          f"(categories: see `breakdown` in {Path(__file__).name})")
+    me = Path(__file__).resolve()
+    for case in args.cases:
+        if case == "rrr":
+            info = make_rrr(tmp / "rrr.pt")
+            spec = dict(case="rrr", data=str(tmp / "rrr.pt"), eps=args.rrr_eps, gamma=1.0,
+                        nbeta=info["n"] / math.log(info["n"]), chains=args.many_chains, batch_size=info["n"])
+        else:
+            info = make_transformer(tmp / "transformer.pt", seed=args.seed)
+            spec = dict(case="transformer", data=str(tmp / "transformer.pt"), eps=args.tf_eps, gamma=args.tf_gamma,
+                        nbeta=info["n"] / math.log(info["n"]), chains=args.tf_chains, batch_size=args.tf_batch,
+                        batching=args.tf_batching)
+        spec.update(draws=args.profile_draws, seed=args.seed, profile=True)
+        print_profile(_collect(_launch(Path(sys.executable), me, spec, args.threads, ("--worker",))))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2, help="torch/OpenMP threads on every side (default 2)")
+    ap.add_argument("--threads", type=int, default=2, help="threads of every side in all (default 2)")
     ap.add_argument("--rrr-eps", type=float, default=6e-4, help="SGLD ε for RRR (devinterp's test: 6e-5)")
     ap.add_argument("--rrr-draws", type=int, default=2000)
-    ap.add_argument("--many-chains", type=int, default=256, help="our headline RRR run")
+    ap.add_argument("--many-chains", type=int, default=256, help="our headline RRR run, and canonical-interp's")
     ap.add_argument("--rrr-ranks", type=int, default=2,
                     help="ours on RRR with --many-chains chains: torchrun processes of --threads / ranks threads "
                          "each, the chains split between them (default 2, the same cores as the other sides; the "
@@ -308,15 +741,34 @@ def main(argv=None) -> int:
                          "chains split between them (default 2; 1 = one process of --threads threads)")
     ap.add_argument("--tf-batching", choices=["vmap", "loop"], default="loop",
                     help="ours on the transformer: estimate_llc(batching=...) (default loop)")
+    ap.add_argument("--ceiling-steps", type=int, default=200, help="timed steps of the eager ceiling (default 200)")
+    ap.add_argument("--ceiling-warmup", type=int, default=20, help="untimed steps before them (default 20)")
+    ap.add_argument("--canonical-readme-draws", type=int, default=CANONICAL_README["draws"])
+    ap.add_argument("--canonical-readme-burn-in", type=int, default=CANONICAL_README["burn_in"])
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--min-rrr-ratio", type=float, default=20.0)
-    ap.add_argument("--min-tf-ratio", type=float, default=1.5)
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="run every side this many times, interleaved, and keep each side's fastest (default 1)")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 10x fewer draws, 32 chains")
+    ap.add_argument("--min-rrr-ratio", type=float, default=20.0, help="goal: RRR, ours / faster devinterp")
+    ap.add_argument("--min-tf-ratio", type=float, default=1.5, help="goal: transformer, ours / faster devinterp")
+    ap.add_argument("--min-canonical-rrr-ratio", type=float, default=1.5,
+                    help="goal: RRR, ours / canonical-interp without its compile (default 1.5)")
+    ap.add_argument("--min-canonical-tf-ratio", type=float, default=1.0,
+                    help="goal: transformer, ours / canonical-interp with its compile (default 1)")
+    ap.add_argument("--max-overhead", type=float, default=5.0,
+                    help="goal: transformer, our per-step time over the bare forward + backward's, − 1, in %% "
+                         "(default 5)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="runs of every arm, interleaved; each arm's fastest clean run is kept (default 3; 1 with "
+                         "--quick)")
+    ap.add_argument("--load-margin", type=float, default=0.5,
+                    help="a run is clean when the 1-minute load average stays ≤ cores + this (default 0.5)")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 10x fewer draws and steps, 32 chains")
     ap.add_argument("--no-gate", action="store_true", help="report only; exit 0 even if a goal is missed")
     ap.add_argument("--cases", type=lambda v: v.split(","), default=["rrr", "transformer"],
                     help="comma-separated subset of rrr,transformer (default both)")
+    ap.add_argument("--break-even", action="store_true",
+                    help="transformer: when compiling pays, cold and warm inductor cache (two more compiled runs)")
+    ap.add_argument("--profile", action="store_true",
+                    help="only profile ours on each case (torch.profiler) and print where the time goes")
+    ap.add_argument("--profile-draws", type=int, default=200, help="draws of the --profile runs (default 200)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--plain", default=None, help=argparse.SUPPRESS)
@@ -332,147 +784,61 @@ def main(argv=None) -> int:
             print(json.dumps(out))
         return 0
 
-    pythons = {side: ROOT / venv / "bin" / "python" for side, venv in BASELINES.items()}
-    missing = [str(p.relative_to(ROOT)) for p in pythons.values() if not p.exists()]
-    if missing:
-        print(f"bench_llc: the devinterp baseline venvs are missing ({', '.join(missing)}).\n"
-              f"Create them with `bash scripts/setup_bench.sh` (or run `make bench`, which does).", file=sys.stderr)
-        return 2
-    if args.quick:
-        args.rrr_draws, args.tf_draws, args.many_chains = args.rrr_draws // 10, args.tf_draws // 10, 32
-
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from lib.book.timing import machine_info
-
     unknown = set(args.cases) - {"rrr", "transformer"}
     if unknown:
         ap.error(f"--cases: unknown {sorted(unknown)}")
+    if args.rrr_ranks < 1 or args.threads % args.rrr_ranks or args.many_chains % args.rrr_ranks:
+        ap.error("--rrr-ranks must divide --threads and --many-chains")
+    if args.tf_ranks < 1 or args.threads % args.tf_ranks or args.tf_chains % args.tf_ranks:
+        ap.error("--tf-ranks must divide --threads and --tf-chains")
+    if args.quick:
+        args.rrr_draws, args.tf_draws, args.many_chains = args.rrr_draws // 10, args.tf_draws // 10, 32
+        args.canonical_readme_draws //= 10
+        args.canonical_readme_burn_in //= 10
+        args.ceiling_steps, args.ceiling_warmup = max(args.ceiling_steps // 10, 5), max(args.ceiling_warmup // 10, 2)
+        args.profile_draws //= 10
+    repeats = args.repeats or (1 if args.quick else 3)
+
     tmp = Path(tempfile.mkdtemp(prefix="bench-llc-"))
-    rows: list[dict] = []
-    res: dict = dict(date=time.strftime("%Y-%m-%d"), threads=args.threads, quick=args.quick, repeats=args.repeats,
-                     true_rrr_llc=TRUE_RRR_LLC, torch=torch.__version__, platform=platform.platform(), rows=rows,
-                     goals=dict(rrr=args.min_rrr_ratio, transformer=args.min_tf_ratio), goals_met={})
-    me = Path(__file__).resolve()
-    baseline = HERE / "devinterp_baseline.py"
-
-    def save():
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(dict(res, **machine_info()), indent=2, default=float))
-
-    def one(label, spec, who):
-        print(f"  {label}: {who} ({spec['chains']} chains × {spec['draws']} draws) …", flush=True)
-        load = os.getloadavg()[0]
-        if who == "ours":
-            ranks = spec.get("ranks", 1)
-            r = run_side(Path(sys.executable), me, dict(spec, threads=spec["threads"] // ranks), spec["threads"] // ranks,
-                         extra=("--worker",), ranks=ranks)
-        else:
-            r = run_side(pythons[who], baseline, spec, args.threads)
-        r["case_label"] = label
-        r["load_average_1min"] = [load, os.getloadavg()[0]]  # before and after: other work on the machine
-        return r
-
-    def sides(label, runs):
-        """Each (spec, who) once per repeat, interleaved; the fastest of each kept."""
-        out = [[] for _ in runs]
-        for _ in range(args.repeats):
-            for i, (spec, who) in enumerate(runs):
-                out[i].append(one(label, spec, who))
-        best = []
-        for tries in out:
-            r = max(tries, key=lambda r: r["chain_steps_per_s"])
-            r["repeats_chain_steps_per_s"] = [t["chain_steps_per_s"] for t in tries]
-            rows.append(r)
-            best.append(r)
-        save()  # partial results survive an interrupted run
-        return best
-
-    failures, notes = [], []
     try:
+        if args.profile:
+            profile_cases(args, tmp)
+            return 0
+        missing = [venv for venv, _ in BASELINES.values() if not (ROOT / venv / "bin" / "python").exists()]
+        if missing:
+            print(f"bench_llc: the baseline venvs are missing ({', '.join(missing)}).\n"
+                  f"Create them with `bash scripts/setup_bench.sh` (or run `make bench`, which does).", file=sys.stderr)
+            return 2
+        import torch
+
+        limit_threads(args.threads)
+        from lib.book.timing import machine_info
+
+        cores = os.cpu_count() or args.threads
+        rows: list[dict] = []
+        goals: list[Goal] = []
+        notes: list[str] = []
+        res: dict = dict(date=time.strftime("%Y-%m-%d"), threads=args.threads, quick=args.quick, repeats=repeats,
+                         cores=cores, max_clean_load=cores + args.load_margin, true_rrr_llc=TRUE_RRR_LLC,
+                         torch=torch.__version__, platform=platform.platform(), rows=rows, goals=[], goals_met={})
+
+        def save():
+            res["goals"] = [dict(name=g.name, text=g.text, met=g.met, gated=g.gated) for g in goals]
+            res["goals_met"] = {g.name: g.met for g in goals}
+            if args.json:
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps(dict(res, **machine_info()), indent=2, default=float))
+
+        def measure_arms(label, arms):
+            got = measure(label, arms, repeats, args.threads, cores + args.load_margin)
+            rows.extend(got.values())
+            save()  # partial results survive an interrupted run
+            return got
+
         if "rrr" in args.cases:
-            info = make_rrr(tmp / "rrr.pt")
-            n = info["n"]
-            rrr = dict(case="rrr", data=str(tmp / "rrr.pt"), eps=args.rrr_eps, gamma=1.0, nbeta=n / math.log(n),
-                       chains=3, draws=args.rrr_draws, batch_size=n, seed=args.seed, threads=args.threads)
-            res["rrr"] = dict(rrr, **info)
-            print(f"== RRR (5, 3, 5), ε = {args.rrr_eps:g}, γ = 1, nβ = n/ln n = {rrr['nbeta']:.1f}, full batch")
-            if args.rrr_ranks < 1 or args.threads % args.rrr_ranks or args.many_chains % args.rrr_ranks:
-                ap.error("--rrr-ranks must divide --threads and --many-chains")
-            many_spec = dict(rrr, chains=args.many_chains)
-            split_spec = dict(many_spec, ranks=args.rrr_ranks, chunk_size=args.many_chains // args.rrr_ranks)
-            runs = [*((rrr, who) for who in BASELINES), (rrr, "ours"), (many_spec, "ours")]
-            if args.rrr_ranks > 1:
-                runs.append((split_spec, "ours"))
-            got = sides("RRR", runs)
-            dv, ours3, manys = got[:len(BASELINES)], got[len(BASELINES)], got[len(BASELINES) + 1:]
-            many = manys[-1]  # the headline: the library's torchrun split over the same cores (or one process)
-            best = max(dv, key=lambda r: r["chain_steps_per_s"])
-            for r in (ours3, *manys):
-                r["ratio"] = r["chain_steps_per_s"] / best["chain_steps_per_s"]
-            for r in (*dv, ours3, *manys):
-                r["llc_rel_error"] = abs(r["llc_mean"] - TRUE_RRR_LLC) / TRUE_RRR_LLC
-            res.update(rrr_ratio=many["ratio"], rrr_ratio_3_chains=ours3["ratio"],
-                       rrr_ratio_one_process=manys[0]["ratio"])
-            res["goals_met"]["rrr"] = ok = many["ratio"] >= args.min_rrr_ratio
-            notes.append(f"RRR: true λ = {TRUE_RRR_LLC}; λ̂ (mean ± std over chains): " + "; ".join(
-                f"{r['side']} ({r['chains']} chains) {r['llc_mean']:.2f} ± {r['llc_std']:.2f}"
-                for r in (*dv, ours3, *manys)))
-            split = f" as {args.rrr_ranks} ranks × {args.threads // args.rrr_ranks} thread" if args.rrr_ranks > 1 else ""
-            notes.append(f"RRR ratios vs the faster devinterp ({best['side']}, {best['chain_steps_per_s']:,.0f} "
-                         f"chain-steps/s): 3 chains {ours3['ratio']:.1f}×, {args.many_chains} chains in one process "
-                         f"{manys[0]['ratio']:.1f}×" + (f", {args.many_chains} chains{split} {many['ratio']:.1f}×"
-                                                         if len(manys) > 1 else "")
-                         + f" (goal ≥ {args.min_rrr_ratio:g}×, on the last)")
-            if not ok:
-                failures.append(f"RRR {args.many_chains} chains {many['ratio']:.1f}× < {args.min_rrr_ratio:g}×")
+            rrr_case(args, tmp, res, goals, notes, measure_arms)
         if "transformer" in args.cases:
-            info = make_transformer(tmp / "transformer.pt", seed=args.seed)
-            nt = info["n"]
-            tf = dict(case="transformer", data=str(tmp / "transformer.pt"), eps=args.tf_eps, gamma=args.tf_gamma,
-                      nbeta=nt / math.log(nt), chains=args.tf_chains, draws=args.tf_draws, batch_size=args.tf_batch,
-                      seed=args.seed, threads=args.threads)
-            print(f"== transformer ({info['params']:,} parameters), ε = {args.tf_eps:g}, γ = {args.tf_gamma:g}, "
-                  f"batch {args.tf_batch}, nβ = {tf['nbeta']:.1f}")
-            flops = flops_per_step(tmp / "transformer.pt", args.tf_batch)
-            peak = matmul_peak()
-            res.update(transformer=dict(tf, **info), flops_per_chain_step=flops, matmul_peak_flop_per_s=peak)
-            if args.tf_ranks < 1 or args.threads % args.tf_ranks or args.tf_chains % args.tf_ranks:
-                ap.error("--tf-ranks must divide --threads and --tf-chains")
-            ours_tf = dict(tf, ranks=args.tf_ranks, batching=args.tf_batching,
-                           chunk_size=args.tf_chains // args.tf_ranks if args.tf_ranks > 1 else None)
-            *dv, ours = sides("transformer", [*((tf, who) for who in BASELINES), (ours_tf, "ours")])
-            best = max(dv, key=lambda r: r["chain_steps_per_s"])
-            ours["ratio"] = ours["chain_steps_per_s"] / best["chain_steps_per_s"]
-            for r in (*dv, ours):
-                r.update(flops_per_chain_step=flops, flop_per_s=flops * r["chain_steps_per_s"],
-                         fraction_of_matmul_peak=flops * r["chain_steps_per_s"] / peak)
-            res["transformer_ratio"] = ours["ratio"]
-            res["goals_met"]["transformer"] = ok = ours["ratio"] >= args.min_tf_ratio
-            notes.append(f"transformer: {flops / 1e9:.2f} GFLOP per chain-step (forward + backward, batch "
-                         f"{args.tf_batch}); fp32 matmul peak {peak / 1e9:.1f} GFLOP/s; ours "
-                         f"{ours['flop_per_s'] / 1e9:.1f} GFLOP/s = {100 * ours['fraction_of_matmul_peak']:.0f} % of "
-                         "peak (" + ", ".join(f"{r['side']} {100 * r['fraction_of_matmul_peak']:.0f} %" for r in dv)
-                         + ")")
-            notes.append(f"transformer ratio vs the faster devinterp ({best['side']}, "
-                         f"{best['chain_steps_per_s']:.1f} chain-steps/s): {ours['ratio']:.2f}× "
-                         f"(goal ≥ {args.min_tf_ratio:g}×)")
-            ceiling = eager_ceiling(tf["data"], args.tf_batch, args.threads, args.tf_ranks)
-            ceiling.update(ratio_split=ceiling["split_steps_per_s"] / best["chain_steps_per_s"],
-                           ours_fraction_of_split=ours["chain_steps_per_s"] / ceiling["split_steps_per_s"],
-                           best_devinterp_fraction_of_one_process=best["chain_steps_per_s"]
-                           / ceiling["one_process_steps_per_s"])
-            res["transformer_eager_ceiling"] = ceiling
-            notes.append(f"transformer eager ceiling (bare forward + backward, no sampler): {args.tf_ranks} processes "
-                         f"× {args.threads // args.tf_ranks} thread {ceiling['split_steps_per_s']:.1f} steps/s "
-                         f"(= {ceiling['ratio_split']:.2f}× the faster devinterp; ours reaches "
-                         f"{100 * ceiling['ours_fraction_of_split']:.0f} % of it), one process × {args.threads} threads "
-                         f"{ceiling['one_process_steps_per_s']:.1f} steps/s ({best['side']} reaches "
-                         f"{100 * ceiling['best_devinterp_fraction_of_one_process']:.0f} % of it)")
-            if not ok:
-                failures.append(f"transformer {ours['ratio']:.2f}× < {args.min_tf_ratio:g}×")
+            transformer_case(args, tmp, res, goals, notes, measure_arms)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -482,12 +848,20 @@ def main(argv=None) -> int:
     print()
     for line in notes:
         print(line)
-    loads = [x for r in rows for x in r["load_average_1min"]]
-    if loads and max(loads) > args.threads + 0.5:
-        print(f"note: the 1-minute load average reached {max(loads):.1f} during the run (other work on the "
-              f"machine); the timings are not clean")
+    print()
+    failures = []
+    for g in goals:
+        mark = "met" if g.met else "MISSED"
+        print(f"{mark:>6}{'' if g.gated else ' (not gated: load)'}: {g.text}")
+        if not g.met and g.gated:
+            failures.append(g.name)
+    dirty = [r for r in rows if not r["clean"]]
+    if dirty:
+        print(f"note: {len(dirty)} of the kept runs had a 1-minute load average above {cores + args.load_margin:g} "
+              f"({cores} cores + {args.load_margin:g}; marked (!)): other work shared the machine, their timings are "
+              f"not clean and the goals that read them are not gated")
     if failures:
-        print("FAIL: " + "; ".join(failures))
+        print("FAIL: " + ", ".join(failures))
         return 0 if args.no_gate else 1
     return 0
 

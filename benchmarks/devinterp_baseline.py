@@ -15,8 +15,9 @@ Prints one JSON object: wall seconds of the sampling call only (``seconds``; imp
 data loading and, for 2.x, reading the zarr store back for the LLC are reported
 separately), chain-steps/s, λ̂ mean and std over chains (ddof = 1, from the per-chain
 values devinterp returns), devinterp's own mean/std, init loss, peak RSS of this process
-(``ru_maxrss``) and the bytes left on disk by the run (everything the run created under
-a fresh temporary cwd/TMPDIR/HF_HOME, measured before it is deleted).
+(``ru_maxrss``), the bytes left on disk by the run (everything the run created under
+a fresh temporary cwd/TMPDIR/HF_HOME, measured before it is deleted) and the thread pools
+in force (torch and every OpenMP/BLAS pool limited to ``threads``; ``llc_side.py``).
 
 Both versions' SGLD step is, as read in their source (``optim/sgld.py``; 2.x
 ``optim/sgmcmc.py`` with a ``GaussianPrior`` centred at the initial weights):
@@ -27,61 +28,24 @@ before the step (so draw 0 is at w*); λ̂_c = nβ (mean_t L_{B_t}(w_t) − init
 
 from __future__ import annotations
 
+import importlib
 import json
-import os
-import resource
-import shutil
 import signal
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
 T_START = time.perf_counter()
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # tiny_transformer (torch only)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # llc_side, tiny_transformer (torch only)
+
+from llc_side import Sandbox, limit_threads, llc_summary, load_case, peak_rss_bytes, read_spec  # noqa: E402
 
 
 def _version() -> str:
     from importlib.metadata import version
 
     return version("devinterp")
-
-
-def _dir_bytes(root: Path) -> int:
-    total = 0
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, f)).st_size
-            except OSError:
-                pass
-    return total
-
-
-def _io_counters() -> dict:
-    try:
-        with open("/proc/self/io") as fh:
-            return {k: int(v) for k, v in (line.split(":") for line in fh)}
-    except OSError:
-        return {}
-
-
-def _load(spec):
-    import torch
-
-    from tiny_transformer import TinyTransformer, rrr_model
-
-    blob = torch.load(spec["data"], weights_only=True)
-    if spec["case"] == "rrr":
-        m, h, n = blob["shape"]
-        model = rrr_model(int(m), int(h), int(n))
-        model.load_state_dict(blob["state_dict"])
-        return model, blob
-    model = TinyTransformer(**blob["config"])
-    model.load_state_dict(blob["state_dict"])
-    return model, blob
 
 
 # ----- devinterp 1.x ---------------------------------------------------------------------
@@ -130,6 +94,7 @@ def run_v2(spec, model, blob) -> dict:
 
     from devinterp.slt.llc import compute_llc
     from devinterp.slt.sampling import sample
+    from llc_side import rrr_sample_loss
 
     if spec["case"] == "rrr":
         # 2.x samples from a Dataset with an "input_ids" column and a per-token loss
@@ -142,7 +107,7 @@ def run_v2(spec, model, blob) -> dict:
 
         def loss_fn(model, input_ids):
             i = input_ids[:, 0]
-            return ((model(x[i]) - y[i]) ** 2).mean(dim=1, keepdim=True)
+            return rrr_sample_loss(model, x[i], y[i]).unsqueeze(1)
     else:
         from tiny_transformer import per_token_loss
 
@@ -170,66 +135,32 @@ def main(argv=None) -> int:
     if not argv:
         print(__doc__)
         return 2
-    arg = argv[0]
-    if arg == "-":
-        spec = json.load(sys.stdin)
-    elif arg.lstrip().startswith("{"):
-        spec = json.loads(arg)
-    else:
-        spec = json.loads(Path(arg).read_text())
-    spec = dict(spec)
-    spec["data"] = str(Path(spec["data"]).resolve())
+    spec = read_spec(argv[0])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally`s: temporary files go
+    pools = limit_threads(int(spec["threads"]))
+    warnings.simplefilter("ignore")
+    import torch
 
-    # Everything the run writes lands in a fresh directory, measured and removed at the end.
-    work = Path(tempfile.mkdtemp(prefix="devinterp-bench-"))
-    os.environ["TMPDIR"] = str(work / "tmp")
-    os.environ["HF_HOME"] = str(work / "hf")
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    (work / "tmp").mkdir()
-    tempfile.tempdir = str(work / "tmp")
-    cwd = os.getcwd()
-    os.chdir(work)
-    io0 = _io_counters()
-    try:
-        import torch
-
-        threads = int(spec.get("threads") or torch.get_num_threads())
-        torch.set_num_threads(threads)
-        warnings.simplefilter("ignore")
-        import importlib
-
-        version = _version()
-        major = int(version.split(".")[0])
+    version = _version()
+    major = int(version.split(".")[0])
+    with Sandbox() as box:  # everything the run writes lands in a fresh directory, measured and removed
         t_imp = time.perf_counter()
         for mod in (["datasets", "devinterp.slt.sampling", "devinterp.slt.llc"] if major >= 2
                     else ["devinterp.slt.sampler", "devinterp.optim.sgld"]):
             importlib.import_module(mod)
         import_seconds = time.perf_counter() - t_imp
-        model, blob = _load(spec)
+        model, blob = load_case(spec)
         torch.manual_seed(spec["seed"])
-        run = run_v2 if major >= 2 else run_v1
-        out = run(spec, model, blob)
-        io1 = _io_counters()
-        disk = _dir_bytes(work)
-    finally:
-        os.chdir(cwd)
-        shutil.rmtree(work, ignore_errors=True)
+        out = (run_v2 if major >= 2 else run_v1)(spec, model, blob)
 
-    import numpy as np
-
-    per_chain = np.asarray(out.pop("per_chain"))
     steps = spec["chains"] * spec["draws"]
     result = dict(
-        side=f"devinterp {version}", devinterp=version, torch=torch.__version__, threads=threads,
-        case=spec["case"], chains=spec["chains"], draws=spec["draws"], batch_size=spec["batch_size"],
-        eps=spec["eps"], gamma=spec["gamma"], nbeta=spec["nbeta"], seed=spec["seed"],
-        chain_steps=steps, chain_steps_per_s=steps / out["seconds"],
-        llc_mean=float(per_chain.mean()), llc_std=float(per_chain.std(ddof=1)) if len(per_chain) > 1 else float("nan"),
-        llc_per_chain=per_chain.tolist(), peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        disk_bytes=disk, io_write_bytes=io1.get("write_bytes", 0) - io0.get("write_bytes", 0),
-        io_wchar=io1.get("wchar", 0) - io0.get("wchar", 0), import_seconds=import_seconds,
-        process_seconds=time.perf_counter() - T_START, **out)
+        side=f"devinterp {version}", devinterp=version, torch=torch.__version__, threads=spec["threads"],
+        thread_pools=pools, case=spec["case"], chains=spec["chains"], draws=spec["draws"],
+        batch_size=spec["batch_size"], eps=spec["eps"], gamma=spec["gamma"], nbeta=spec["nbeta"], seed=spec["seed"],
+        chain_steps=steps, chain_steps_per_s=steps / out["seconds"], **llc_summary(out.pop("per_chain")),
+        peak_rss_bytes=peak_rss_bytes(), disk_bytes=box.disk_bytes, io_write_bytes=box.io["write_bytes"],
+        io_wchar=box.io["wchar"], import_seconds=import_seconds, process_seconds=time.perf_counter() - T_START, **out)
     print(json.dumps(result))
     return 0
 
