@@ -58,13 +58,14 @@ CPU_GEMM_LAYOUT = True  # lib.book.batched_gemm's layouts for the vmapped GEMMs 
 
 BATCHING = ("vmap", "loop")
 
-# When a compiled step repays its compile (benchmarks/bench_llc.py --compile-break-even measures these on the
-# book's 0.42M-parameter transformer; benchmarks/README.md has the figures): a cold compile costs about
-# COMPILE_SECONDS_COLD, and the compiled step saves COMPILE_SAVING of an eager step that runs at
-# EAGER_FLOP_PER_S per thread. On devices other than the CPU nothing has been measured: "auto" stays eager there.
-COMPILE_SECONDS_COLD = 20.0
-COMPILE_SAVING = 0.10
-EAGER_FLOP_PER_S = {"cpu": 6.0e10}
+# When a compiled step repays its compile, per device type (benchmarks/bench_llc.py --break-even measures these on
+# the book's 0.42M-parameter transformer; benchmarks/README.md has the figures): a cold compile costs about
+# COMPILE_SECONDS_COLD, and the compiled step saves COMPILE_SAVING of an eager step that runs at EAGER_FLOP_PER_S
+# per thread. On the 2-core CPU the compiled step was 0.94x eager (2026-11-27, quiet): a negative saving, so "auto"
+# never compiles there; on devices without a measurement "auto" stays eager too.
+COMPILE_SECONDS_COLD = {"cpu": 45.0}
+COMPILE_SAVING = {"cpu": -0.06}
+EAGER_FLOP_PER_S = {"cpu": 6.8e10}  # the transformer eager: 63 % of 217 GFLOP/s over 2 threads
 
 
 class LLCInputError(ValueError):
@@ -194,16 +195,17 @@ def step_flops(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> int:
 
 def compile_pays(flops_per_chain_step: float, chain_steps: int, device, threads: int | None = None) -> bool:
     """Whether a ``torch.compile``d step repays a cold compile over ``chain_steps`` steps: the predicted eager
-    time (FLOPs at :data:`EAGER_FLOP_PER_S` per thread) times the saving :data:`COMPILE_SAVING` exceeds
-    :data:`COMPILE_SECONDS_COLD`. Decided from the run's size alone, so the same call always makes the same
+    time (FLOPs at :data:`EAGER_FLOP_PER_S` per thread) times the measured saving :data:`COMPILE_SAVING` exceeds
+    :data:`COMPILE_SECONDS_COLD` (never where the compiled step was measured no faster, as on the CPU). Decided from the run's size alone, so the same call always makes the same
     choice (a warm compile cache makes it cheaper, never different); False on devices where nothing was
     measured."""
-    rate = EAGER_FLOP_PER_S.get(torch.device(device).type)
-    if rate is None:
+    kind = torch.device(device).type
+    rate, saving = EAGER_FLOP_PER_S.get(kind), COMPILE_SAVING.get(kind)
+    if rate is None or saving is None or saving <= 0:
         return False
     threads = torch.get_num_threads() if threads is None else threads
     eager_seconds = flops_per_chain_step * chain_steps / (rate * max(threads, 1))
-    return eager_seconds * COMPILE_SAVING > COMPILE_SECONDS_COLD
+    return eager_seconds * saving > COMPILE_SECONDS_COLD[kind]
 
 
 @contextlib.contextmanager
