@@ -44,8 +44,7 @@ import scipy  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 import scipy.sparse.linalg as spla  # noqa: E402
 
-from benchmarks.harness import (TIMING_GATE_RULE, add_arguments, interleave, run_per_thread_count,  # noqa: E402
-                                strip_options)
+from benchmarks.harness import TIMING_GATE_RULE, add_arguments, interleave, main_per_thread_count  # noqa: E402
 from lib import empirical_modes as em  # noqa: E402
 from lib.text.ngrams import count_ngrams_counter  # noqa: E402
 
@@ -95,19 +94,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.copies, args.rank, args.counter_tokens, args.repeats = 1, 20, 200_000, 1
-    one = len(args.threads) == 1 and os.environ.get("POLARS_MAX_THREADS") == str(args.threads[0])
-    return measure(args) if one else per_thread_count(args, argv)
-
-
-def per_thread_count(args, argv) -> int:
-    """Every thread count in its own process; one JSON with a run per count."""
-    runs = run_per_thread_count(__file__, strip_options(argv, ["--threads", "--json"]), args.threads)
-    ok = all(run["ok"] for run in runs)
-    print("\nOK" if ok else "\nFAIL (see the run above that failed)")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(dict(ok=ok, gate_rule=TIMING_GATE_RULE, runs=runs), indent=2) + "\n")
-    return 0 if ok else 1
+    return main_per_thread_count(__file__, args, argv, measure)
 
 
 def measure(args) -> int:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 from pathlib import Path
@@ -38,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # repo root, for `
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
-from benchmarks.harness import (TIMING_GATE_RULE, add_arguments, interleave, run_per_thread_count,  # noqa: E402
-                                strip_options)
+from benchmarks.harness import TIMING_GATE_RULE, add_arguments, interleave, main_per_thread_count  # noqa: E402
 from lib.text.ngrams import count_ngrams, count_ngrams_counter  # noqa: E402
 
 CASES = [(2, 1), (2, 2), (3, 1)]
@@ -70,19 +68,7 @@ def main(argv=None) -> int:
     add_arguments(ap, repeats=3)
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args(argv)
-    one = len(args.threads) == 1 and os.environ.get("POLARS_MAX_THREADS") == str(args.threads[0])
-    return measure(args) if one else per_thread_count(args, argv)
-
-
-def per_thread_count(args, argv) -> int:
-    """Every thread count in its own process; one JSON with a run per count."""
-    runs = run_per_thread_count(__file__, strip_options(argv, ["--threads", "--json"]), args.threads)
-    ok = all(run["ok"] for run in runs)
-    print("\nOK" if ok else "\nFAIL (see the run above that failed)")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(dict(ok=ok, gate_rule=TIMING_GATE_RULE, runs=runs), indent=2) + "\n")
-    return 0 if ok else 1
+    return main_per_thread_count(__file__, args, argv, measure)
 
 
 def measure(args) -> int:

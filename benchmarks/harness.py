@@ -271,3 +271,19 @@ def run_per_thread_count(script: str | Path, argv: Sequence[str], threads: Seque
                                    f"(exit status {proc.returncode})")
             results.append({**json.loads(out.read_text()), "exit_status": proc.returncode})
     return results
+
+
+def main_per_thread_count(script: str | Path, args, argv: Sequence[str], measure: Callable[[Any], int]) -> int:
+    """A benchmark whose pools are sized only when a process starts (polars'): with one thread count,
+    and this process started at it (``POLARS_MAX_THREADS``), ``measure(args)``; else every count of
+    ``args.threads`` in its own process (:func:`run_per_thread_count`) and one JSON (``args.json``) with a
+    run per count. Returns the exit status: 0 when every run was ok."""
+    if len(args.threads) == 1 and os.environ.get("POLARS_MAX_THREADS") == str(args.threads[0]):
+        return measure(args)
+    runs = run_per_thread_count(script, strip_options(argv, ["--threads", "--json"]), args.threads)
+    ok = all(run["ok"] for run in runs)
+    print("\nOK" if ok else "\nFAIL (see the run above that failed)")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(dict(ok=ok, gate_rule=TIMING_GATE_RULE, runs=runs), indent=2) + "\n")
+    return 0 if ok else 1
