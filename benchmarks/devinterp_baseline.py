@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import importlib
 import json
-import signal
 import sys
 import time
-import warnings
 from pathlib import Path
 
 T_START = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # llc_side, tiny_transformer (torch only)
 
-from llc_side import Sandbox, limit_threads, llc_summary, load_case, peak_rss_bytes, read_spec  # noqa: E402
+from llc_side import Sandbox, llc_summary, load_case, peak_rss_bytes, start_side  # noqa: E402
 
 
 def _version() -> str:
@@ -131,14 +129,10 @@ def run_v2(spec, model, blob) -> dict:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        print(__doc__)
+    started = start_side(sys.argv[1:] if argv is None else argv, __doc__)
+    if started is None:
         return 2
-    spec = read_spec(argv[0])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the `finally`s: temporary files go
-    pools = limit_threads(int(spec["threads"]))
-    warnings.simplefilter("ignore")
+    spec, pools = started
     import torch
 
     version = _version()

@@ -57,6 +57,23 @@ def limit_threads(threads: int) -> dict:
     return dict(pools, torch=torch.get_num_threads())
 
 
+def start_side(argv: list[str], doc: str):
+    """The start every baseline side shares: its spec from ``argv[0]`` (:func:`read_spec`), SIGTERM turned into
+    an exit that runs the ``finally``s (temporary files go), the threads limited (:func:`limit_threads`) and
+    warnings silenced. Returns (spec, pools), or None after printing ``doc`` when no spec was given."""
+    import signal
+    import warnings
+
+    if not argv:
+        print(doc)
+        return None
+    spec = read_spec(argv[0])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    pools = limit_threads(int(spec["threads"]))
+    warnings.simplefilter("ignore")
+    return spec, pools
+
+
 def rrr_sample_loss(model, x, y):
     """Per-sample squared error of reduced-rank regression, averaged over the outputs (its batch mean is F.mse_loss)."""
     return ((model(x) - y) ** 2).mean(dim=1)
