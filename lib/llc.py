@@ -309,7 +309,7 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     device = resolve_device(device)
     init_loss = _full_loss(model, loss_fn, data, s.batch_size)
     compiled = compile is True or (compile == "auto" and batching == "loop" and compile_pays(
-        step_flops(model, loss_fn, data, s.batch_size), s.chains * s.draws, device))
+        lambda: step_flops(model, loss_fn, data, s.batch_size), s.chains * s.draws, device))
     parts, seconds = sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
                             progress=progress, desc="SGLD chain-steps", batching=batching,
                             mala=_check_mala(mala, s.batch_size, s.n), compiled=compiled)

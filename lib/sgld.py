@@ -193,18 +193,21 @@ def step_flops(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> int:
     return int(counter.get_total_flops())
 
 
-def compile_pays(flops_per_chain_step: float, chain_steps: int, device, threads: int | None = None) -> bool:
+def compile_pays(flops_per_chain_step, chain_steps: int, device, threads: int | None = None) -> bool:
     """Whether a ``torch.compile``d step repays a cold compile over ``chain_steps`` steps: the predicted eager
     time (FLOPs at :data:`EAGER_FLOP_PER_S` per thread) times the measured saving :data:`COMPILE_SAVING` exceeds
-    :data:`COMPILE_SECONDS_COLD` (never where the compiled step was measured no faster, as on the CPU). Decided from the run's size alone, so the same call always makes the same
+    :data:`COMPILE_SECONDS_COLD` (never where the compiled step was measured no faster, as on the CPU).
+    ``flops_per_chain_step``: a number, or a function giving it (called only where a saving was measured, so
+    that the forward and backward it costs are spent only where they can decide something). Decided from the run's size alone, so the same call always makes the same
     choice (a warm compile cache makes it cheaper, never different); False on devices where nothing was
     measured."""
     kind = torch.device(device).type
     rate, saving = EAGER_FLOP_PER_S.get(kind), COMPILE_SAVING.get(kind)
     if rate is None or saving is None or saving <= 0:
         return False
+    flops = flops_per_chain_step() if callable(flops_per_chain_step) else flops_per_chain_step
     threads = torch.get_num_threads() if threads is None else threads
-    eager_seconds = flops_per_chain_step * chain_steps / (rate * max(threads, 1))
+    eager_seconds = flops * chain_steps / (rate * max(threads, 1))
     return eager_seconds * saving > COMPILE_SECONDS_COLD[kind]
 
 

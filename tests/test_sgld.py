@@ -125,11 +125,14 @@ def test_compile_pays_only_for_long_runs_on_measured_devices(monkeypatch):
     gflop = 1e9
     assert not sgld.compile_pays(gflop, 10 ** 12, "cpu", threads=1)  # measured: compiled no faster on the CPU
     assert not sgld.compile_pays(gflop, 10 ** 12, "meta")  # nothing measured there: eager
+    never = lambda: pytest.fail("the FLOPs were counted where no saving was measured")  # noqa: E731
+    assert not sgld.compile_pays(never, 10 ** 12, "cpu", threads=1)
     # where a saving was measured, compile pays when saving · predicted eager seconds > the cold compile
     monkeypatch.setitem(sgld.COMPILE_SAVING, "cpu", 0.1)
     threshold = sgld.COMPILE_SECONDS_COLD["cpu"] / 0.1 * sgld.EAGER_FLOP_PER_S["cpu"] / gflop
     assert not sgld.compile_pays(gflop, int(0.9 * threshold), "cpu", threads=1)
     assert sgld.compile_pays(gflop, int(1.1 * threshold) + 1, "cpu", threads=1)
+    assert sgld.compile_pays(lambda: gflop, int(1.1 * threshold) + 1, "cpu", threads=1)
     assert not sgld.compile_pays(gflop, int(1.1 * threshold) + 1, "cpu", threads=2)  # twice the rate: not yet
 
 
