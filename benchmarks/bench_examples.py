@@ -160,7 +160,7 @@ def measure(args) -> int:
     big_enough = n >= 10 ** 7 or args.quick
     ok = bool(agree and svd["agree_top10_rule"] < 1e-8 and big_enough)
     loaded = counting["timing"]["loaded"] or svd["timing"]["loaded"]
-    print(("OK" if ok else "FAIL") + (" (load exceeded the cores: timings reported, not comparable)" if loaded else ""))
+    print(("OK" if ok else "FAIL") + (" (load exceeded the cores by more than 0.5: timings reported, not comparable)" if loaded else ""))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(threads=threads, repeats=R, quick=args.quick, counting=counting, svd=svd,

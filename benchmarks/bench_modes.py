@@ -16,7 +16,8 @@
 Timing (benchmarks/harness.py): every part runs at each thread count of --threads (torch and
 BLAS/OpenMP limited to it, reported separately); within a part the sides are interleaved
 --repeats times and each side's best run is reported, with the 1-minute load average before
-and after every run; a run whose load exceeded the cores is flagged (no timing is gated here).
+and after every run; a run whose load exceeded the cores by more than 0.5 is flagged (no timing
+is gated here).
 Exits 1 if Lemma 4.10 fails or a solve is not optimal. --quick: small sizes (a smoke test).
 """
 from __future__ import annotations

@@ -20,9 +20,9 @@ Timing (benchmarks/harness.py): at each thread count t of --threads, every solve
 with t threads (torch and BLAS/OpenMP, set in its environment and again at run time), reported
 separately; the solvers are interleaved (Clarabel, SCS, ADMM, Clarabel, …) --repeats times and
 each one's best solve is reported, with the 1-minute load average before and after every run (a
-run whose load exceeded the cores is flagged). The book's ADMM runs BLAS on one thread at every t
-(the library's policy, lib.book.threads.solver_threads). Reports seconds, ratios to the fastest,
-and the relative difference of each optimum to the most accurate one (smallest certified gap).
+run whose load exceeded the cores by more than 0.5 is flagged). The book's ADMM runs BLAS on one
+thread at every t (the library's policy, lib.book.threads.solver_threads). Reports seconds, ratios
+to the fastest, and the relative difference of each optimum to the most accurate one (smallest certified gap).
 Exits 1 if, at some thread count, the fastest solver that reaches the gap differs from the most
 accurate by more than --gap (relative objective), or none reaches it (correctness: checked on
 loaded runs too). Smoke check: --m 60 --skip CLARABEL --repeats 1.

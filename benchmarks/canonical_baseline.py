@@ -53,7 +53,6 @@ Prints one JSON object with the fields of ``devinterp_baseline.py`` and these.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import statistics
@@ -64,15 +63,9 @@ from pathlib import Path
 T_START = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # llc_side, tiny_transformer (torch only)
 
-from llc_side import Sandbox, llc_summary, load_case, peak_rss_bytes, start_side  # noqa: E402
+from llc_side import Sandbox, llc_summary, load_case, peak_rss_bytes, start_side, supply_itertools_batched  # noqa: E402
 
-if not hasattr(itertools, "batched"):  # Python < 3.12: the recipe of the itertools docs
-    def _batched(iterable, n):
-        it = iter(iterable)
-        while batch := tuple(itertools.islice(it, n)):
-            yield batch
-
-    itertools.batched = _batched
+supply_itertools_batched()
 
 
 class TimedCall:

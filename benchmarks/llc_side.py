@@ -74,6 +74,22 @@ def start_side(argv: list[str], doc: str):
     return spec, pools
 
 
+def supply_itertools_batched() -> None:
+    """canonical-interp 0.1.x imports ``itertools.batched`` (Python ≥ 3.12) although it declares Python ≥ 3.10;
+    on an older Python supply it (the recipe of the itertools docs) before that import."""
+    import itertools
+
+    if hasattr(itertools, "batched"):
+        return
+
+    def batched(iterable, n):
+        it = iter(iterable)
+        while batch := tuple(itertools.islice(it, n)):
+            yield batch
+
+    itertools.batched = batched
+
+
 def rrr_sample_loss(model, x, y):
     """Per-sample squared error of reduced-rank regression, averaged over the outputs (its batch mean is F.mse_loss)."""
     return ((model(x) - y) ** 2).mean(dim=1)

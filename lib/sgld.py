@@ -14,17 +14,20 @@ How a step is computed:
 * **vmap** (default): the gradients of a chunk's chains come from one ``torch.func.vmap`` of
   ``torch.func.grad`` over ``functional_call``; the update is the textbook form above, term by
   term, in place on reused (C, D) buffers. On the CPU the vmapped GEMMs may be laid out by
-  :mod:`lib.book.batched_gemm` (decided from shapes, by probing the first step).
-* **loop**: one plain autograd forward + backward per chain, its gradient written straight into
-  a (C, D) buffer, and the update fused into three passes,
+  :mod:`lib.book.batched_gemm` (decided from shapes, by probing the first step). With
+  ``compiled`` the whole vmapped gradient is ``torch.compile``d, and on the CPU its tiny
+  per-chain GEMMs become fused loops (:func:`lib.book.batched_gemm.small_products_pass`).
+* **loop**: one plain autograd forward + backward per chain, and the update fused into three
+  passes,
 
       w_{t+1} = √ε ξ + (1 − εγ/2) w_t + (εγ/2) w* − (εnβ/2) ∇L_{B_t}(w_t)        (the same Eq. 12),
 
-  so that for a model whose one-chain step keeps the cores busy the sampler adds little over
-  a bare forward + backward: the noise (one Gaussian per coordinate, drawn already scaled),
-  three passes over the state and a finiteness check. Its chains equal vmap's up to float
-  rounding (the two orders of the same sum). With ``compiled`` the per-chain loss is a
-  ``torch.compile``d function (:func:`compile_pays` says when that repays its compile).
+  the last adding each chain's gradients where autograd left them (one ``_foreach_add_`` per
+  chain, no (C, D) copy), so that for a model whose one-chain step keeps the cores busy the
+  sampler adds little over a bare forward + backward: the noise (one Gaussian per coordinate,
+  drawn already scaled), three passes over the state and a finiteness check. Its chains equal
+  vmap's up to float rounding (the two orders of the same sum). With ``compiled`` the per-chain
+  loss is a ``torch.compile``d function (:func:`compile_pays` says when that repays its compile).
 * **MALA bookkeeping** (the Metropolis-adjusted acceptance of each proposal, a step-size
   diagnostic, exact with full batches) costs about six more passes over the state per step; it
   runs only when asked for (``mala=True``). It never changes the chains.
@@ -48,7 +51,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .book.batched_gemm import ProbedLayouts
+from .book.batched_gemm import ProbedLayouts, small_products_pass
 from .book.device import process_group
 from .book.progress import progress as progress_bar
 
@@ -236,8 +239,16 @@ def compile_key(device) -> str:
 
 # ----- one chunk of chains ------------------------------------------------------------------
 
-def _vmap_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, n_data: int):
-    """(w (C, D), *batch) -> (∇ mean loss (C, D), mean loss (C,)), one vmapped forward + backward."""
+def compile_step(fn, device):
+    """``torch.compile(fn)`` for fixed shapes; on the CPU with :func:`lib.book.batched_gemm.small_products_pass`,
+    so that the tiny per-chain GEMMs of a vmapped step are summed in fused loops."""
+    options = {"post_grad_custom_pre_pass": small_products_pass()} if torch.device(device).type == "cpu" else None
+    return torch.compile(fn, dynamic=False, options=options)
+
+
+def vmap_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, n_data: int, compile_on=None):
+    """(w (C, D), *batch) -> (∇ mean loss (C, D), mean loss (C,)), one vmapped forward + backward
+    (``torch.compile``d for ``compile_on`` a device, see :func:`compile_step`)."""
     from torch.func import functional_call, grad, vmap
 
     def mean_loss(w, *batch):
@@ -245,29 +256,37 @@ def _vmap_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, n_da
         return losses.mean(), losses.mean().detach()
 
     batch_dims = (None if full_batch else 0,) * n_data
-    return vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
+    step = vmap(grad(mean_loss, has_aux=True), in_dims=(0, *batch_dims))
+    return step if compile_on is None else compile_step(step, compile_on)
 
 
-def _loop_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, compiled: bool):
-    """(w (C, D), *batch, out=(C, D)) -> (out = ∇ mean loss, mean loss (C,)): one plain autograd forward +
-    backward per chain, each gradient written into its row of ``out`` (the parameters are leaves that share
-    w's memory, so nothing is copied on the way in)."""
+def loop_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, compile_on=None):
+    """(w (C, D), *batch, out) -> (gradients, mean loss (C,)): one plain autograd forward + backward per chain
+    (the parameters are leaves that share w's memory, so nothing is copied on the way in). With ``out`` a
+    (C, D) tensor each chain's gradient is written into its row and ``out`` is returned; with ``out=None``
+    the gradients are returned as autograd made them, one list of per-parameter tensors per chain (no copy;
+    :func:`run_chunk` adds them to the state with one ``_foreach_add_`` per chain). The per-chain loss is
+    ``torch.compile``d for ``compile_on`` a device (:func:`compile_step`)."""
     from torch.func import functional_call
 
     def mean_loss(params, batch):
         return functional_call(wrapper, dict(zip(flat.names, params)), batch).mean()
 
-    loss_of = torch.compile(mean_loss, dynamic=False) if compiled else mean_loss
+    loss_of = mean_loss if compile_on is None else compile_step(mean_loss, compile_on)
 
     def step(w, *batch, out):
         losses = torch.empty(w.shape[0], dtype=w.dtype, device=w.device)
+        per_chain = []
         for c in range(w.shape[0]):
             params = [p.detach().requires_grad_(True) for p in flat.views(w[c])]
             loss = loss_of(params, tuple(t if full_batch else t[c] for t in batch))
             grads = torch.autograd.grad(loss, params, allow_unused=True, materialize_grads=True)
-            torch.cat([g.reshape(-1) for g in grads], out=out[c])
+            if out is None:
+                per_chain.append(grads)
+            else:
+                torch.cat([g.reshape(-1) for g in grads], out=out[c])
             losses[c] = loss.detach()
-        return out, losses
+        return (per_chain if out is None else out), losses
 
     return step
 
@@ -288,21 +307,29 @@ def run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: Sa
     full_batch = s.batch_size == s.n
     sqrt_eps, half_eps = math.sqrt(s.eps), 0.5 * s.eps
     fused = batching == "loop"
+    compile_on = device if compiled else None
     if fused:
-        steps = [_loop_step(w, flat, full_batch, compiled) for w in wrappers]
-        grads = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)]
+        steps = [loop_step(w, flat, full_batch, compile_on) for w in wrappers]
+        # MALA reads the gradient as one (C, D) tensor; otherwise autograd's own tensors are added to the state
+        grads = [torch.empty(C, D, dtype=w0.dtype, device=device) if mala else None for _ in range(K)]
     else:
-        steps = [_vmap_step(w, flat, full_batch, len(datas[0])) for w in wrappers]
+        steps = [vmap_step(w, flat, full_batch, len(datas[0]), compile_on) for w in wrappers]
     # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
-    # they are large enough to pay for the mode (decided by probing the first step, from shapes only)
-    layouts = ProbedLayouts(enabled=not fused and torch.device(device).type == "cpu" and CPU_GEMM_LAYOUT)
+    # they are large enough to pay for the mode (decided by probing the first step, from shapes only);
+    # a compiled step has its own rewrite (lib.book.batched_gemm.small_products_pass)
+    layouts = ProbedLayouts(enabled=not fused and not compiled and torch.device(device).type == "cpu"
+                            and CPU_GEMM_LAYOUT)
     squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)] if mala or not fused else None
 
     compile_seconds = 0.0
-    if compiled:  # the first call compiles forward and backward: timed here, outside the sampling
+    if compiled:  # the first call of each target's step compiles it: timed here, outside the sampling
         start = time.perf_counter()
-        first = datas[0] if full_batch else tuple(t[:s.batch_size][None] for t in datas[0])
-        steps[0](w0[None].clone(), *first, out=grads[0][:1])
+        rows = 1 if fused else C  # the loop compiles a one-chain function, vmap the whole chunk's
+        first_idx = torch.zeros((rows, s.batch_size), dtype=torch.long, device=datas[0][0].device)
+        for k in range(K):
+            first = datas[k] if full_batch else tuple(t[first_idx] for t in datas[k])
+            w_first = w0.expand(rows, -1).clone()
+            steps[k](w_first, *first, out=None) if fused else steps[k](w_first, *first)
         compile_seconds = time.perf_counter() - start
 
     def gradient(k, w, idx):
@@ -378,7 +405,12 @@ def run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: Sa
             if t >= s.burn_in:
                 trace[k, :, t - s.burn_in] = loss.double()
             if fused:  # √ε ξ + (1 − εγ/2) w + (εγ/2) w* − (εnβ/2) ∇L
-                w[k] = torch.add(noise, w[k], alpha=keep_w, out=new).add_(w0, alpha=pull_w0).add_(g, alpha=push_g)
+                w[k] = torch.add(noise, w[k], alpha=keep_w, out=new).add_(w0, alpha=pull_w0)
+                if isinstance(g, torch.Tensor):
+                    w[k].add_(g, alpha=push_g)
+                else:  # each chain's per-parameter gradients, added where they lie (no (C, D) copy)
+                    for c, chain_grads in enumerate(g):
+                        torch._foreach_add_(flat.views(w[k][c]), chain_grads, alpha=push_g)
             else:  # w − (ε/2) drift + √ε ξ
                 w[k] = torch.sub(w[k], half_drift, out=new).add_(noise)
         if K >= 2 and t < s.draws:
@@ -413,7 +445,8 @@ def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size,
            compiled: bool = False) -> tuple[list, float]:
     """Run ``s.chains`` chains of every target (loss_fn, data) in chunks that fit ``device``; the chunks of this
     process's rank under ``torchrun``. Returns every chunk's :func:`run_chunk` output (gathered over the ranks,
-    in chain order) and the seconds of sampling (compiles excluded)."""
+    in chain order) and the seconds of sampling (compiles excluded; under ``torchrun`` from a barrier every rank
+    reaches to the end of the slowest)."""
     flat = FlatParameters(model)
     activation = max(activation_bytes(model, fn, data, s.batch_size) for fn, data in targets)
     chunk = chains_per_chunk(flat, activation, s.chains, device, chunk_size, len(targets))
@@ -426,6 +459,10 @@ def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size,
     mine = [(j, ids) for j, ids in enumerate(chunks) if j % world == rank]
     total = sum(len(ids) for _, ids in mine) * s.draws
     bar = progress_bar(desc=desc, total=total, disable=not progress) if progress else None
+    if world > 1:  # the sampling starts when every rank is ready (and ends when the slowest is done)
+        import torch.distributed as dist
+
+        dist.barrier()
     start = time.perf_counter()
     parts = []
     with compile_cache(compile_key(device)) if compiled else contextlib.nullcontext():

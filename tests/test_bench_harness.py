@@ -41,6 +41,14 @@ def test_a_loaded_run_is_reported_not_gated(monkeypatch):
     assert loaded.loaded and loaded.gate(False) and loaded.as_dict()["gated"] is False
     monkeypatch.setattr(harness, "load_average", lambda: 0.1)
     assert interleave({"a": lambda: None}, threads=4, repeats=1).loaded          # more threads than cores
+    # a 2-thread run on 2 cores reads about 2 by itself: up to cores + LOAD_MARGIN is clean, beyond it loaded
+    assert harness.LOAD_MARGIN == 0.5
+    monkeypatch.setattr(harness, "load_average", lambda: 2.07)
+    assert not interleave({"a": lambda: None}, threads=2, repeats=1).loaded
+    monkeypatch.setattr(harness, "load_average", lambda: 2.51)
+    assert interleave({"a": lambda: None}, threads=2, repeats=1).loaded
+    assert not harness.is_loaded([2.5], 2, n_cores=2) and harness.is_loaded([2.51], 2, n_cores=2)
+    assert harness.is_loaded([4.4], 1, n_cores=4) is False and harness.is_loaded([1.0], 5, n_cores=4)
 
 
 def test_a_run_that_raises_is_not_timed_but_its_load_is_kept():
@@ -67,3 +75,60 @@ def test_command_line_options():
         ap.parse_args(["--repeats", "0"])
     assert strip_options(["--n", "3", "--threads", "1,2", "--json=x", "--quick"], ["--threads", "--json"]) == \
         ["--n", "3", "--quick"]
+
+
+# ----- benchmarks/stability.py: two runs' ratios side by side ---------------------------------
+
+def _comparison(threads, bests, loaded=False):
+    return {"threads": threads, "loaded": loaded, "sides": {k: {"best_s": v} for k, v in bests.items()}}
+
+
+def _write(folder, name, data):
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(data))
+
+
+def test_stability_reads_every_comparison_and_flags_changes_both_ways(tmp_path):
+    from benchmarks import stability
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    # nested as the benchmarks write them: a list of runs, cases inside, a comparison per case
+    _write(one, "ngrams", {"runs": [{"cases": [{"case": "k=2", "timing": _comparison(1, {"ours": 1.0, "base": 10.0})},
+                                               {"case": "k=3", "timing": _comparison(1, {"ours": 2.0, "base": 10.0})}]}]})
+    _write(two, "ngrams", {"runs": [{"cases": [{"case": "k=2", "timing": _comparison(1, {"ours": 1.0, "base": 10.9})},
+                                               {"case": "k=3", "timing": _comparison(1, {"ours": 2.0, "base": 8.0})}]}]})
+    rows, missing = stability.compare(one, two, max_change=10.0)
+    assert missing == []
+    by_case = {r["ratio"].split("k=")[1][0]: r for r in rows}
+    assert by_case["2"]["run1"] == pytest.approx(10.0) and by_case["2"]["run2"] == pytest.approx(10.9)
+    assert by_case["2"]["change_percent"] == pytest.approx(9.0) and by_case["2"]["stable"]
+    assert by_case["3"]["run1"] == pytest.approx(5.0) and by_case["3"]["change_percent"] == pytest.approx(20.0)
+    assert not by_case["3"]["stable"]
+    assert stability.main([str(one), str(two)]) == 1                 # an unstable counted ratio fails
+    assert stability.main([str(one), str(two), "--max-change", "25"]) == 0
+
+
+def test_stability_does_not_count_loaded_comparisons_and_reports_missing_runs(tmp_path):
+    from benchmarks import stability
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    _write(one, "modes", {"a": _comparison(2, {"x": 1.0, "y": 2.0}, loaded=True)})
+    _write(two, "modes", {"a": _comparison(2, {"x": 1.0, "y": 9.0})})
+    rows, missing = stability.compare(one, two, max_change=10.0)
+    assert len(rows) == 1 and not rows[0]["counted"] and not rows[0]["stable"]
+    assert stability.main([str(one), str(two)]) == 0                 # loaded: listed, not counted
+    _write(one, "ntp", {"a": _comparison(1, {"x": 1.0, "y": 2.0})})
+    assert stability.compare(one, two, 10.0)[1] == ["ntp.json"]
+    assert stability.main([str(one), str(two)]) == 1
+
+
+def test_stability_reads_bench_llc_rows_against_ours(tmp_path):
+    from benchmarks import stability
+
+    rows = [{"case_label": "RRR", "arm": "devinterp 2.0.1", "chain_steps_per_s": 100.0, "clean": True},
+            {"case_label": "RRR", "arm": "ours", "chain_steps_per_s": 2000.0, "clean": True},
+            {"case_label": "RRR", "arm": "canonical-interp", "chain_steps_per_s": 1000.0, "clean": False}]
+    found = stability.llc_ratios({"rows": rows, "goals": []})
+    assert found["RRR: devinterp 2.0.1 / ours"] == {"ratio": 0.05, "loaded": False}
+    assert found["RRR: canonical-interp / ours"] == {"ratio": 0.5, "loaded": True}
+    assert len(found) == 2

@@ -3,7 +3,7 @@ prediction of λ̂, and the resolution dial's decision rules."""
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from lib import conditional_models as cm
 from lib import insensitivity as ins
@@ -498,6 +498,7 @@ def test_dial_experiment_slope_and_saturation_by_hand():
 @settings(max_examples=80, deadline=None)
 @given(st.floats(1e-5, 1e-2), st.floats(1.0, 1e4), st.floats(1.0, 1e3), st.floats(0.0, 20.0),
        st.one_of(st.just(0.0), st.floats(1e-100, 2.0)), st.integers(0, 2 ** 31 - 1))
+@example(eps=1e-5, gamma=1.0, nbeta=1.0, M=0.99999, delta=1.0, seed=0)  # a − 1 = −5e-11: the closed form cancelled
 def test_separation_bound_dominates_the_one_step_recursion(eps, gamma, nbeta, M, delta, seed):
     """Any x_t with x_0 = 0 and x_{t+1} ≤ |1 − εγ/2| x_t + (εnβ/2)(δ_t + s_t), δ_t ≤ δ, s_t ≤ M x_t, stays below the bound.
     (δ = 0 or at least 1e-100: near 1e-300 the subnormal floats round more coarsely than any relative tolerance.)"""

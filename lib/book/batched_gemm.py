@@ -18,6 +18,12 @@ it to every ``aten.bmm`` run on the CPU inside its ``with`` block (autograd's ba
 included), and :func:`worth_it` says, from one probed step, whether the products are large
 enough for the mode to pay. The rule depends only on shapes and strides, never on timings, so a run is
 bit-identical from one execution to the next.
+
+A *compiled* step needs no dispatch mode: :func:`small_products_pass` is an Inductor graph pass that
+rewrites, once at compile time, every CPU product with at least two of M, K, N at most
+:data:`SMALL_DIM` into the sum Σ_k a[c, m, k] b[c, k, n] of a broadcast product, which Inductor
+fuses into one loop with the surrounding elementwise work instead of one tiny GEMM call per chain
+(:func:`decompose_small_products`).
 """
 from __future__ import annotations
 
@@ -118,5 +124,63 @@ class ProbedLayouts:
         return self.rewriting
 
 
-__all__ = ["CpuBatchedGemm", "FEW_COLUMNS", "ProbedLayouts", "WORTH_ELEMENTS", "batched_product", "layout",
-           "worth_it"]
+# A compiled graph's (C, M, K) @ (C, K, N) with at least two of M, K, N at most this is summed in a fused loop
+# (decompose_small_products). Measured on reduced-rank regression (5, 3, 5), 128 chains × 1000 samples, one
+# thread: the compiled vmapped step spent 94 % of its time in five such products (K or N of 3 or 5, 0.73 ms
+# each); with them decomposed the whole step took 2.1 ms instead of 3.9 ms (eager: 6.7 ms).
+SMALL_DIM = 8
+
+
+def small_product(m: int, k: int, n: int) -> bool:
+    """Whether a (·, m, k) @ (·, k, n) product is summed in a loop rather than called as a GEMM (two of m, k, n at
+    most :data:`SMALL_DIM`)."""
+    return sum(int(d) <= SMALL_DIM for d in (m, k, n)) >= 2
+
+
+def decompose_small_products(graph) -> int:
+    """Rewrite, in an ATen-level ``torch.fx.Graph``, every CPU ``aten.bmm`` (C, M, K) @ (C, K, N) for which
+    :func:`small_product` holds into ``(a[..., None] * b[:, None]).sum(2)``; returns how many were rewritten.
+    The rewrite is the same matrix product (summed in another order, so equal to float rounding)."""
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.target is not _BMM:
+            continue
+        a, b = node.args
+        va, vb = a.meta.get("val"), b.meta.get("val")
+        if va is None or vb is None or va.device.type != "cpu":
+            continue
+        _, m, k = va.shape
+        if not small_product(m, k, vb.shape[2]):
+            continue
+        with graph.inserting_before(node):
+            wide_a = graph.call_function(torch.ops.aten.unsqueeze.default, (a, 3))  # (C, M, K, 1)
+            wide_b = graph.call_function(torch.ops.aten.unsqueeze.default, (b, 1))  # (C, 1, K, N)
+            terms = graph.call_function(torch.ops.aten.mul.Tensor, (wide_a, wide_b))
+            total = graph.call_function(torch.ops.aten.sum.dim_IntList, (terms, [2]))
+        node.replace_all_uses_with(total)
+        graph.erase_node(node)
+        rewritten += 1
+    return rewritten
+
+
+def small_products_pass():
+    """:func:`decompose_small_products` as an Inductor post-grad pass, for
+    ``torch.compile(fn, options={"post_grad_custom_pre_pass": small_products_pass()})``. Its cache key is this
+    file's contents, so Inductor's on-disk cache stays valid across processes. ``rewritten`` counts the
+    products it rewrote in the graphs it compiled."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+    class SmallProducts(CustomGraphPass):
+        rewritten = 0
+
+        def __call__(self, graph):
+            self.rewritten += decompose_small_products(graph)
+
+        def uuid(self):
+            return get_hash_for_files((__file__,))
+
+    return SmallProducts()
+
+
+__all__ = ["CpuBatchedGemm", "FEW_COLUMNS", "ProbedLayouts", "SMALL_DIM", "WORTH_ELEMENTS", "batched_product",
+           "decompose_small_products", "layout", "small_product", "small_products_pass", "worth_it"]

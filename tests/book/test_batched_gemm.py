@@ -141,3 +141,49 @@ def test_coupled_identical_targets_stay_identical_with_the_layouts():
     apart = llc.coupled_chains(p.model, known_llc.squared_error, p.data, (x, y + 1e-3), gamma=1.0, eps=5e-5, chains=16,
                                draws=40, burn_in=10, batch_size=1000, seed=0, device="cpu", progress=False)
     assert float(np.max(apart.max_separation)) > 0.0
+
+
+# ----- the compiled steps' rewrite: small products summed in a loop ------------------------------
+
+@pytest.mark.parametrize("m, k, n, small", [(1000, 5, 3, True), (1000, 3, 5, True), (3, 1000, 5, True),
+                                            (8, 8, 64, True), (9, 9, 2, False), (32, 32, 32, False),
+                                            (200, 16, 4, False), (1, 100, 100, False)])
+def test_small_product_rule_by_hand(m, k, n, small):
+    """Two of M, K, N at most SMALL_DIM = 8."""
+    assert batched_gemm.SMALL_DIM == 8
+    assert batched_gemm.small_product(m, k, n) is small
+
+
+def _traced_bmm(a, b):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(lambda x, y: torch.bmm(x, y).sin(), tracing_mode="fake")(a, b)
+
+
+@pytest.mark.parametrize("name", ["shared input (full batch)", "few output columns", "few columns, aᵀ view",
+                                  "shared b stays bmm", "wide output stays bmm", "square stays bmm"])
+def test_decomposed_graph_computes_the_same_product(name):
+    """The rewritten ATen graph gives bmm's product (to float rounding) on every layout vmap makes, and rewrites
+    exactly the products the rule names."""
+    (chains, m, k, n, options), _ = CASES[name]
+    a, b = _operands(chains, m, k, n, **options)
+    gm = _traced_bmm(a, b)
+    count = batched_gemm.decompose_small_products(gm.graph)
+    gm.recompile()
+    assert count == int(batched_gemm.small_product(m, k, n))
+    assert sum(node.target is torch.ops.aten.bmm.default for node in gm.graph.nodes) == 1 - count
+    # float32 sums of k products in another order: rounding grows with k
+    torch.testing.assert_close(gm(a, b), torch.bmm(a, b).sin(), rtol=1e-5, atol=2e-6 * k)
+
+
+def test_decomposition_leaves_other_devices_alone():
+    a, b = torch.randn(4, 100, 3, device="meta"), torch.randn(4, 3, 5, device="meta")
+    gm = _traced_bmm(a, b)
+    assert batched_gemm.decompose_small_products(gm.graph) == 0
+
+
+def test_small_products_pass_has_a_stable_cache_key():
+    """Inductor reuses a compiled graph across processes only when a custom pass names itself: by this file."""
+    one, two = batched_gemm.small_products_pass(), batched_gemm.small_products_pass()
+    assert one.uuid() == two.uuid() and one.uuid()
+    assert one.rewritten == 0
