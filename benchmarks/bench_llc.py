@@ -96,7 +96,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # repo root, for `lib`
 sys.path.insert(0, str(HERE))  # llc_side, tiny_transformer
 
-from llc_side import Sandbox, limit_threads, llc_summary, load_case, peak_rss_bytes, rrr_sample_loss  # noqa: E402
+from llc_side import (Sandbox, limit_threads, llc_summary, load_case, matmul_peak, peak_rss_bytes,  # noqa: E402
+                       rrr_sample_loss)
 
 TRUE_RRR_LLC = 6.5  # Aoyagi: (1 + 2MN + 2HN + 2MH − N² − M² − H²) / 8 at (5, 3, 5)
 CANONICAL = "canonical-interp 0.1.5"
@@ -159,20 +160,6 @@ def flops_per_step(data: Path, batch_size: int) -> int:
     with counter:
         per_sequence_loss(model, blob["tokens"][:batch_size]).mean().backward()
     return int(counter.get_total_flops())
-
-
-def matmul_peak(size=2048, repeats=7) -> float:
-    """Best fp32 FLOP/s of a size² @ size² torch.matmul (the machine's achievable peak)."""
-    import torch
-
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * size ** 3 / best
 
 
 # ----- our side, in its own process (`--worker SPEC`, `--plain SPEC`) --------------------------

@@ -52,40 +52,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from llc_side import supply_itertools_batched  # noqa: E402
+from llc_side import matmul_peak, supply_itertools_batched, synchronize  # noqa: E402
 
 CHAINS, EPS, GAMMA, BATCH, N_WINDOWS = 8, 1e-4, 300.0, 32, 1024
 PYTHIA_VOCAB, PYTHIA_CONTEXT = 50304, 256
 # (short, long) draws per model: long enough that the difference is many steps, short enough for a lease
 DRAWS = {"transformer": (50, 300), "p-tiny": (10, 60), "p-small": (10, 60), "p-base": (5, 25), "p-70m": (4, 16)}
 ARMS = ("bare", "vmap", "loop", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss")
-
-
-def sync(device):
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def matmul_peak(device, dtype, size=8192, reps=10) -> float:
-    """FLOP/s of a large square matmul in ``dtype`` (fp32 with TF32 off), best of ``reps``."""
-    import torch
-
-    if device.type == "cpu":
-        size, reps = 2048, 3
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    best = math.inf
-    for _ in range(reps):
-        sync(device)
-        t0 = time.perf_counter()
-        a @ b
-        sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * size ** 3 / best
 
 
 def build(name: str, device, vocab: int, context: int):
@@ -161,11 +134,11 @@ def bare_rate(model, data, loss_fn, device, steps: int) -> float:
 
     for _ in range(3):
         step()
-    sync(device)
+    synchronize(device)
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
-    sync(device)
+    synchronize(device)
     model.zero_grad(set_to_none=True)
     return steps / (time.perf_counter() - t0)
 
@@ -211,10 +184,10 @@ def marginal(call, device, short: int, long_: int) -> dict:
     """Chain-steps/s from two timed calls (``short`` and ``long_`` draws) after an untimed warm-up call of
     ``short`` draws; the warm-up's excess over the timed short call is its one-off cost (a compile)."""
     def timed(draws):
-        sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         out = call(draws)
-        sync(device)
+        synchronize(device)
         return time.perf_counter() - t0, out
 
     t_warm, _ = timed(short)
@@ -325,9 +298,10 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # the sampler's float32, as the library leaves it
     torch._dynamo.config.cache_size_limit = 64  # each estimate_llc call compiles its own step (warm: from the cache)
     torch._dynamo.config.accumulated_cache_size_limit = 512
-    peaks = {"fp32": matmul_peak(device, torch.float32)}
+    size = dict(size=8192, repeats=10, warmup=2) if device.type == "cuda" else dict(size=2048, repeats=3, warmup=2)
+    peaks = {"fp32": matmul_peak(device, torch.float32, **size)}
     if device.type == "cuda":
-        peaks["bf16"] = matmul_peak(device, torch.bfloat16)
+        peaks["bf16"] = matmul_peak(device, torch.bfloat16, **size)
     result = dict(date=time.strftime("%Y-%m-%d"), torch=torch.__version__, device=str(device),
                   device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                   matmul_peak_flop_per_s=peaks, chains=CHAINS, eps=EPS, gamma=GAMMA, batch=BATCH,

@@ -23,6 +23,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -88,6 +89,33 @@ def supply_itertools_batched() -> None:
             yield batch
 
     itertools.batched = batched
+
+
+def synchronize(device) -> None:
+    """Wait for ``device``'s queued work (CUDA); nothing to wait for on the CPU."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device="cpu", dtype=None, size=2048, repeats=7, warmup=1) -> float:
+    """Best FLOP/s of a size² @ size² torch.matmul on ``device`` in ``dtype`` (default float32): the achievable
+    matmul peak, against which a side's FLOP rate is read."""
+    import torch
+
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    for _ in range(warmup):
+        a @ b
+    best = math.inf
+    for _ in range(repeats):
+        synchronize(device)
+        t0 = time.perf_counter()
+        a @ b
+        synchronize(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size ** 3 / best
 
 
 def rrr_sample_loss(model, x, y):
