@@ -98,6 +98,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-change", type=float, default=10.0, help="largest change counted stable, in %% (default 10)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    for folder in (args.run1, args.run2):
+        if not folder.is_dir() or not any(folder.glob("*.json")):
+            ap.error(f"{folder}: not a folder of benchmark JSON files (each script's --json output)")
     rows, missing = compare(args.run1, args.run2, args.max_change)
     width = max((len(r["benchmark"]) + len(r["ratio"]) for r in rows), default=20) + 3
     for r in rows:

@@ -120,6 +120,8 @@ def test_stability_does_not_count_loaded_comparisons_and_reports_missing_runs(tm
     _write(one, "ntp", {"a": _comparison(1, {"x": 1.0, "y": 2.0})})
     assert stability.compare(one, two, 10.0)[1] == ["ntp.json"]
     assert stability.main([str(one), str(two)]) == 1
+    with pytest.raises(SystemExit):                                   # a wrong folder fails before comparing
+        stability.main([str(one), str(tmp_path / "missing")])
 
 
 def test_stability_reads_bench_llc_rows_against_ours(tmp_path):
