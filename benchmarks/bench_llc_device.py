@@ -296,7 +296,8 @@ def main(argv=None) -> int:
         print("bench_llc_device: no CUDA device here; use --device cpu for a smoke test", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False  # the sampler's float32, as the library leaves it
-    torch._dynamo.config.cache_size_limit = 64  # each estimate_llc call compiles its own step (warm: from the cache)
+    # room for canonical-interp's compiled steps too (ours share one backend, lib.sgld.inductor_backend)
+    torch._dynamo.config.cache_size_limit = 64
     torch._dynamo.config.accumulated_cache_size_limit = 512
     size = dict(size=8192, repeats=10, warmup=2) if device.type == "cuda" else dict(size=2048, repeats=3, warmup=2)
     peaks = {"fp32": matmul_peak(device, torch.float32, **size)}

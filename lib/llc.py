@@ -246,7 +246,8 @@ def _full_loss(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> floa
     return total / n
 
 
-def _result(parts: list[dict], k: int, init_loss: float, s: SamplerSettings, seconds: float) -> LLCResult:
+def _result(parts: list[dict], k: int, init_loss: float, s: SamplerSettings, seconds: float,
+            compile_seconds: float = 0.0) -> LLCResult:
     trace = np.concatenate([p["trace"][k] for p in parts], axis=0)
     first_bad = np.concatenate([p["first_bad"][k] for p in parts])
     accept = np.concatenate([p["accept"][k] for p in parts])
@@ -267,7 +268,7 @@ def _result(parts: list[dict], k: int, init_loss: float, s: SamplerSettings, sec
     good_trace = trace[good]
     diagnostics = {"ess": effective_sample_size(good_trace), "rhat": split_rhat(good_trace),
                    "mala_acceptance": accept, "divergent": divergent,
-                   "mala_exact": s.batch_size == s.n, "compile_seconds": sum(p["compile_seconds"] for p in parts)}
+                   "mala_exact": s.batch_size == s.n, "compile_seconds": compile_seconds}
     return LLCResult(llc=float(kept.mean()), se=se, per_chain=per_chain, loss=trace, init_loss=init_loss,
                      nbeta=s.nbeta, diagnostics=diagnostics, settings=s.as_dict(), seconds=seconds)
 
@@ -314,10 +315,10 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     init_loss = _full_loss(model, loss_fn, data, s.batch_size)
     compiled = compile is True or (compile == "auto" and batching == "loop" and compile_pays(
         lambda: step_flops(model, loss_fn, data, s.batch_size), s.chains * s.draws, device))
-    parts, seconds = sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
+    parts, seconds, compile_seconds = sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
                             progress=progress, desc="SGLD chain-steps", batching=batching,
                             mala=_check_mala(mala, s.batch_size, s.n), compiled=compiled)
-    return _result(parts, 0, init_loss, s, seconds)
+    return _result(parts, 0, init_loss, s, seconds, compile_seconds)
 
 
 def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn_b: LossFn | None = None,
@@ -340,7 +341,7 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
                   batch_size=batch_size, seed=seed)
     device = resolve_device(device)
     init = [_full_loss(model, fn, d, s.batch_size) for fn, d in ((loss_fn, data_a), (loss_fn_b, data_b))]
-    parts, seconds = sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
+    parts, seconds, _ = sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
                             chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
                             batching=batching, mala=_check_mala(mala, s.batch_size, s.n))
     a, b = (_result(parts, k, init[k], s, seconds) for k in range(2))
@@ -385,7 +386,7 @@ def coupled_targets(model: nn.Module, loss_fn: LossFn, datas, *, nbeta=None, gam
     steps = sorted({int(round(v)) for v in np.linspace(0, s.draws, snapshots + 1)[1:]}) if snapshots else []
     device = resolve_device(device)
     init = [_full_loss(model, loss_fn, d, s.batch_size) for d in datas]
-    parts, seconds = sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
+    parts, seconds, _ = sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
                             progress=progress, desc="coupled SGLD chain-steps", batching=batching,
                             snapshot_steps=steps, mala=_check_mala(mala, s.batch_size, s.n))
     results = [_result(parts, k, init[k], s, seconds) for k in range(len(datas))]

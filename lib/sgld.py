@@ -41,6 +41,7 @@ How a step is computed:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -239,11 +240,20 @@ def compile_key(device) -> str:
 
 # ----- one chunk of chains ------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def inductor_backend(kind: str):
+    """The Inductor backend of every compiled step on one device type, made once per process: on the CPU with
+    :func:`lib.book.batched_gemm.small_products_pass`, so that the tiny per-chain GEMMs of a vmapped step are
+    summed in fused loops. One object, because dynamo keys its cache on the backend too: a new one per
+    ``torch.compile`` made every build a recompile of the same function (vmap's and our per-chain loss), and after
+    ``torch._dynamo.config.recompile_limit`` (8) builds the steps ran eager. ``kind``: "cpu", "cuda", ..."""
+    options = {"post_grad_custom_pre_pass": small_products_pass()} if kind == "cpu" else None
+    return torch._TorchCompileInductorWrapper(None, options, False)
+
+
 def compile_step(fn, device):
-    """``torch.compile(fn)`` for fixed shapes; on the CPU with :func:`lib.book.batched_gemm.small_products_pass`,
-    so that the tiny per-chain GEMMs of a vmapped step are summed in fused loops."""
-    options = {"post_grad_custom_pre_pass": small_products_pass()} if torch.device(device).type == "cpu" else None
-    return torch.compile(fn, dynamic=False, options=options)
+    """``torch.compile(fn)`` for fixed shapes, with :func:`inductor_backend`."""
+    return torch.compile(fn, backend=inductor_backend(torch.device(device).type), dynamic=False)
 
 
 def vmap_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, n_data: int, compile_on=None):
@@ -291,15 +301,39 @@ def loop_step(wrapper: LossModule, flat: FlatParameters, full_batch: bool, compi
     return step
 
 
-def run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: SamplerSettings, chain_ids: np.ndarray,
+def build_steps(wrappers: Sequence[LossModule], flat: FlatParameters, full_batch: bool, n_data: int, batching: str,
+                compile_on=None) -> list:
+    """One gradient step per target: :func:`loop_step` for ``batching="loop"``, else :func:`vmap_step`
+    (``torch.compile``d for ``compile_on`` a device). Built once per :func:`sample` and shared by its chunks."""
+    if batching == "loop":
+        return [loop_step(w, flat, full_batch, compile_on) for w in wrappers]
+    return [vmap_step(w, flat, full_batch, n_data, compile_on) for w in wrappers]
+
+
+def warm_up(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, chunk_sizes, batching: str, device) -> None:
+    """Call each compiled step once per input shape the chunks will give it (the loop's one-chain function once;
+    vmap's whole-chunk function once per distinct chunk size), so that every compile happens here and none
+    during sampling."""
+    fused = batching == "loop"
+    w0 = flat.w0.to(device)
+    full_batch = s.batch_size == s.n
+    for rows in ({1} if fused else sorted(set(chunk_sizes))):
+        first_idx = torch.zeros((rows, s.batch_size), dtype=torch.long, device=datas[0][0].device)
+        for step, data in zip(steps, datas):
+            first = data if full_batch else tuple(t[first_idx] for t in data)
+            w_first = w0.expand(rows, -1).clone()
+            step(w_first, *first, out=None) if fused else step(w_first, *first)
+
+
+def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, chain_ids: np.ndarray,
               chunk_index: int, device, bar, batching: str = "vmap", snapshot_steps: Sequence[int] = (),
               mala: bool = False, compiled: bool = False) -> dict:
-    """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise.
+    """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise; ``steps`` from
+    :func:`build_steps` (compiled ones already warmed up by :func:`warm_up`).
 
     Returns the loss traces after burn-in (K, C, draws − burn_in), each chain's first non-finite step
-    (−1: none), the mean MALA acceptance (NaN unless ``mala``), and for K ≥ 2 the separations from target 0;
-    ``compile_seconds`` is the first compiled step's cost (0 when eager)."""
-    C, K = len(chain_ids), len(wrappers)
+    (−1: none), the mean MALA acceptance (NaN unless ``mala``), and for K ≥ 2 the separations from target 0."""
+    C, K = len(chain_ids), len(steps)
     w0 = flat.w0.to(device)
     D = w0.numel()
     gen = torch.Generator(device="cpu").manual_seed(int(s.seed) * 1_000_003 + chunk_index)
@@ -307,30 +341,14 @@ def run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: Sa
     full_batch = s.batch_size == s.n
     sqrt_eps, half_eps = math.sqrt(s.eps), 0.5 * s.eps
     fused = batching == "loop"
-    compile_on = device if compiled else None
-    if fused:
-        steps = [loop_step(w, flat, full_batch, compile_on) for w in wrappers]
-        # MALA reads the gradient as one (C, D) tensor; otherwise autograd's own tensors are added to the state
+    if fused:  # MALA reads the gradient as one (C, D) tensor; otherwise autograd's own tensors are added to the state
         grads = [torch.empty(C, D, dtype=w0.dtype, device=device) if mala else None for _ in range(K)]
-    else:
-        steps = [vmap_step(w, flat, full_batch, len(datas[0]), compile_on) for w in wrappers]
     # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
     # they are large enough to pay for the mode (decided by probing the first step, from shapes only);
     # a compiled step has its own rewrite (lib.book.batched_gemm.small_products_pass)
     layouts = ProbedLayouts(enabled=not fused and not compiled and torch.device(device).type == "cpu"
                             and CPU_GEMM_LAYOUT)
     squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)] if mala or not fused else None
-
-    compile_seconds = 0.0
-    if compiled:  # the first call of each target's step compiles it: timed here, outside the sampling
-        start = time.perf_counter()
-        rows = 1 if fused else C  # the loop compiles a one-chain function, vmap the whole chunk's
-        first_idx = torch.zeros((rows, s.batch_size), dtype=torch.long, device=datas[0][0].device)
-        for k in range(K):
-            first = datas[k] if full_batch else tuple(t[first_idx] for t in datas[k])
-            w_first = w0.expand(rows, -1).clone()
-            steps[k](w_first, *first, out=None) if fused else steps[k](w_first, *first)
-        compile_seconds = time.perf_counter() - start
 
     def gradient(k, w, idx):
         batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
@@ -422,7 +440,7 @@ def run_chunk(wrappers: Sequence[LossModule], datas, flat: FlatParameters, s: Sa
             bar.update(C)
     accept = (accept_sum / s.draws) if mala else torch.full_like(accept_sum, float("nan"))
     out = {"trace": trace.cpu().numpy(), "first_bad": first_bad.cpu().numpy(), "accept": accept.cpu().numpy(),
-           "chain_ids": chain_ids, "compile_seconds": compile_seconds}
+           "chain_ids": chain_ids}
     if K >= 2:
         out["sep"], out["max_sep"] = sep.cpu().numpy(), max_sep.cpu().numpy()
     if snap:
@@ -442,11 +460,13 @@ def _gather(parts: list[dict]) -> list[dict]:
 
 def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size, progress, desc,
            batching: str = "vmap", snapshot_steps: Sequence[int] = (), mala: bool = False,
-           compiled: bool = False) -> tuple[list, float]:
+           compiled: bool = False) -> tuple[list, float, float]:
     """Run ``s.chains`` chains of every target (loss_fn, data) in chunks that fit ``device``; the chunks of this
     process's rank under ``torchrun``. Returns every chunk's :func:`run_chunk` output (gathered over the ranks,
-    in chain order) and the seconds of sampling (compiles excluded; under ``torchrun`` from a barrier every rank
-    reaches to the end of the slowest)."""
+    in chain order), the seconds of sampling (under ``torchrun`` from a barrier every rank reaches to the end of
+    the slowest) and the seconds of compiling (0 when eager): building the compiled steps, which on a process's
+    first compile includes importing the compiler, and their first calls (:func:`warm_up`), on every rank
+    before that barrier, so that no rank samples while another compiles."""
     flat = FlatParameters(model)
     activation = max(activation_bytes(model, fn, data, s.batch_size) for fn, data in targets)
     chunk = chains_per_chunk(flat, activation, s.chains, device, chunk_size, len(targets))
@@ -459,15 +479,22 @@ def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size,
     mine = [(j, ids) for j, ids in enumerate(chunks) if j % world == rank]
     total = sum(len(ids) for _, ids in mine) * s.draws
     bar = progress_bar(desc=desc, total=total, disable=not progress) if progress else None
-    if world > 1:  # the sampling starts when every rank is ready (and ends when the slowest is done)
-        import torch.distributed as dist
-
-        dist.barrier()
-    start = time.perf_counter()
-    parts = []
+    full_batch = s.batch_size == s.n
+    parts, compile_seconds = [], 0.0
     with compile_cache(compile_key(device)) if compiled else contextlib.nullcontext():
+        start = time.perf_counter()
+        steps = build_steps(wrappers, flat, full_batch, len(datas[0]), batching, device if compiled else None)
+        if compiled:
+            warm_up(steps, datas, flat, s, [len(ids) for _, ids in mine], batching, device)
+        if world > 1:  # the sampling starts when every rank is ready (and ends when the slowest is done)
+            import torch.distributed as dist
+
+            dist.barrier()
+        if compiled:
+            compile_seconds = time.perf_counter() - start
+        start = time.perf_counter()
         for j, ids in mine:
-            parts.append(run_chunk(wrappers, datas, flat, s, ids, j, device, bar, batching, snapshot_steps,
+            parts.append(run_chunk(steps, datas, flat, s, ids, j, device, bar, batching, snapshot_steps,
                                    mala=mala, compiled=compiled))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -475,8 +502,8 @@ def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size,
         import torch.distributed as dist
 
         dist.barrier()
-    seconds = time.perf_counter() - start - sum(p["compile_seconds"] for p in parts)
+    seconds = time.perf_counter() - start
     if bar is not None:
         bar.close()
     parts = sorted(_gather(parts), key=lambda p: p["chain_ids"][0])
-    return parts, seconds
+    return parts, seconds, compile_seconds

@@ -175,6 +175,7 @@ def test_compiled_vmap_step_sums_the_small_products(tmp_path, monkeypatch):
         return seen[-1]
 
     monkeypatch.setattr(sgld, "small_products_pass", recording)
+    sgld.inductor_backend.cache_clear()  # a backend made with the recording pass, dropped at the end
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(5, 3, bias=False), torch.nn.Linear(3, 5, bias=False))
     wrapper = sgld.LossModule(model, squared_error)
@@ -183,6 +184,69 @@ def test_compiled_vmap_step_sums_the_small_products(tmp_path, monkeypatch):
     x, y = torch.randn(200, 5), torch.randn(200, 5)
     g_eager, loss_eager = sgld.vmap_step(wrapper, flat, True, 2)(w, x, y)
     g, loss = sgld.vmap_step(wrapper, flat, True, 2, compile_on="cpu")(w, x, y)
+    sgld.inductor_backend.cache_clear()
     assert [p.rewritten for p in seen] == [5]
     torch.testing.assert_close(g, g_eager, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(loss, loss_eager, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_compiling_is_done_and_timed_before_the_sampling(problem, monkeypatch, batching):
+    """With compile=True every compile happens before the sampling clock: building the compiled step (a process's
+    first build imports the compiler, seconds) and its first call at each chunk's shape (vmap: 2 and 1 rows for
+    chains = 5 in chunks of 2; the loop: one chain) are in compile_seconds, not in the sampling seconds."""
+    calls, chunk_starts, build_delay = [], [], 1.0
+
+    def slow_compile(fn, device):  # a stand-in for torch.compile: slow to build, then records each call's rows
+        import time
+
+        time.sleep(build_delay)
+
+        def compiled(*args, **kwargs):
+            first = args[0]
+            calls.append(len(first) if isinstance(first, torch.Tensor) and first.dim() == 2 else 1)
+            return fn(*args, **kwargs)
+        return compiled
+
+    original_run_chunk = sgld.run_chunk
+
+    def recording_run_chunk(*args, **kwargs):
+        chunk_starts.append(sorted(set(calls)))
+        return original_run_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(sgld, "compile_step", slow_compile)
+    monkeypatch.setattr(sgld, "run_chunk", recording_run_chunk)
+    monkeypatch.setattr(sgld, "compile_cache", lambda key: __import__("contextlib").nullcontext())
+    n = problem.data[0].shape[0]
+    res = llc.estimate_llc(problem.model, squared_error, problem.data, **dict(RUN, chains=5), draws=3, nbeta=n,
+                           batch_size=n, chunk_size=2, batching=batching, compile=True)
+    assert res.diagnostics["compile_seconds"] >= build_delay
+    assert res.seconds < build_delay
+    assert chunk_starts and all(seen == ([1] if batching == "loop" else [1, 2]) for seen in chunk_starts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+def test_compiled_steps_of_new_models_reuse_the_compile(tmp_path, monkeypatch, batching):
+    """Every compiled step shares one Inductor backend (lib.sgld.inductor_backend), so a new model of the same
+    architecture and loss reuses the compiled graph instead of recompiling: five calls stay under a recompile
+    limit of 2, which a new backend per torch.compile exceeded (and then ran eager without saying so), and their
+    chains still match eager ones."""
+    import torch._dynamo
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    assert sgld.inductor_backend("cpu") is sgld.inductor_backend("cpu")
+    limits = torch._dynamo.config.patch(recompile_limit=2, fail_on_recompile_limit_hit=True)
+    for i in range(5):
+        torch.manual_seed(i)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+        x = torch.randn(64, 6)
+        data = (x, torch.sin(x.sum(-1, keepdim=True)))
+        kw = dict(nbeta=100.0, gamma=10.0, eps=1e-4, chains=4, draws=20, burn_in=0, batch_size=64, seed=i,
+                  device="cpu", progress=False, batching=batching)
+        with limits:
+            compiled = llc.estimate_llc(model, squared_error, data, compile=True, **kw)
+        eager = llc.estimate_llc(model, squared_error, data, compile=False, **kw)
+        np.testing.assert_allclose(compiled.loss, eager.loss, rtol=1e-4, atol=1e-7)
+    torch._dynamo.reset()
