@@ -12,7 +12,9 @@ conditions. On a shared machine three things break that, and this module handles
    starts (polars', Rayon's) need a fresh process per count: :func:`run_per_thread_count`.
 2. *Drift.* Load comes and goes, so one side timed after the other may see a different
    machine. The sides are interleaved (A B A B …, ``--repeats`` rounds) and each side's best
-   run is reported: the best run is the one least disturbed.
+   run is reported: the best run is the one least disturbed. A side faster than
+   :data:`MIN_RUN_SECONDS` is called several times per run (as ``timeit`` does) and its time per
+   call kept, so that a run of a few milliseconds is not one timer reading and one cache state.
 3. *Load.* The 1-minute load average is read before and after every timed run. A comparison in
    which it exceeded the cores by more than :data:`LOAD_MARGIN` (a run's own threads count in
    it), or which asked for more threads than there are cores, is
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -50,9 +53,14 @@ from typing import Any, Callable, Sequence
 
 from lib.book.threads import compute_threads, thread_environment
 
-__all__ = ["DEFAULT_THREADS", "TIMING_GATE_RULE", "Comparison", "SideTimes", "add_arguments", "compute_threads",
+__all__ = ["DEFAULT_THREADS", "MIN_RUN_SECONDS", "TIMING_GATE_RULE", "Comparison", "SideTimes", "add_arguments", "compute_threads",
            "cores", "cpu_seconds", "fixed_pools", "interleave", "is_loaded", "load_average", "parse_threads",
            "positive_int", "run_per_thread_count", "strip_options", "thread_environment"]
+
+#: A timed run of a side lasts at least this long: a faster side is called ``calls`` times in a row per
+#: run, ``calls`` fixed by its first (untimed) call. With one call per run, sides of 5–90 ms moved by
+#: 12–64 % between two quiet runs (bench_ngrams.py, bench_insensitivity.py, 2026-11-27).
+MIN_RUN_SECONDS = 0.25
 
 #: The thread counts every benchmark reports by default, each on its own.
 DEFAULT_THREADS = (1, 2)
@@ -139,13 +147,14 @@ def cpu_seconds() -> float:
 
 @dataclass
 class SideTimes:
-    """Every timed run of one side: wall and CPU seconds (``seconds`` is what is compared:
-    wall time, or the time a side reported for itself), and its last result."""
+    """Every timed run of one side: wall and CPU seconds per call (``seconds`` is what is compared:
+    wall time, or the time a side reported for itself), the calls in each run, and its last result."""
 
     seconds: list[float] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     result: Any = None
+    calls: int = 1
 
     @property
     def best(self) -> float:
@@ -165,15 +174,20 @@ class Comparison:
     sides: dict[str, SideTimes] = field(default_factory=dict)
     load: list[tuple[float, float]] = field(default_factory=list)   # (before, after) of every timed run
 
-    def time(self, side: str, fn: Callable[[], Any], seconds_of: Callable[[Any], float] | None = None) -> Any:
-        """Run ``fn()`` once as a run of ``side`` and record it; return its result.
-        ``seconds_of(result)``, if given, is the time compared (e.g. a solve timed inside a child
-        process, without its start-up); wall and CPU time are recorded either way. A run that
-        raises is not timed (its load is recorded) and the exception passes on."""
+    def time(self, side: str, fn: Callable[[], Any], seconds_of: Callable[[Any], float] | None = None,
+             calls: int = 1) -> Any:
+        """Run ``fn()`` ``calls`` times in a row as one run of ``side`` and record the time per call;
+        return the last result. ``seconds_of(result)``, if given, is the time compared (e.g. a solve
+        timed inside a child process, without its start-up; then ``calls`` must be 1); wall and CPU time
+        are recorded either way. A run that raises is not timed (its load is recorded) and the
+        exception passes on."""
+        if seconds_of is not None and calls != 1:
+            raise ValueError("a side that reports its own seconds runs one call per run (calls = 1)")
         before, c0, t0 = load_average(), cpu_seconds(), time.perf_counter()
         try:
-            result = fn()
-            wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+            for _ in range(calls):
+                result = fn()
+            wall, cpu = (time.perf_counter() - t0) / calls, (cpu_seconds() - c0) / calls
         finally:
             self.load.append((before, load_average()))
         times = self.sides.setdefault(side, SideTimes())
@@ -181,6 +195,7 @@ class Comparison:
         times.wall.append(wall)
         times.cpu.append(cpu)
         times.result = result
+        times.calls = calls
         return result
 
     def best(self, side: str) -> float:
@@ -227,21 +242,43 @@ class Comparison:
                 "load_average_1min": [list(pair) for pair in self.load], "load_min": lo, "load_max": hi,
                 "loaded": self.loaded, "gated": not self.loaded, "fixed_pools": fixed_pools(),
                 "sides": {name: {"best_s": t.best, "best_cpu_s": t.best_cpu, "seconds": t.seconds,
-                                 "wall_s": t.wall, "cpu_s": t.cpu} for name, t in self.sides.items()}}
+                                 "wall_s": t.wall, "cpu_s": t.cpu, "calls_per_run": t.calls}
+                          for name, t in self.sides.items()}}
+
+
+def calls_per_run(first_call_seconds: float, min_seconds: float = MIN_RUN_SECONDS, most: int = 1000) -> int:
+    """How many calls of a side make a run of at least ``min_seconds``, from one call's seconds (1 for a
+    side that already takes that long; at most ``most``)."""
+    if first_call_seconds >= min_seconds:
+        return 1
+    return min(most, math.ceil(min_seconds / max(first_call_seconds, 1e-9)))
 
 
 def interleave(sides: dict[str, Callable[[], Any]], *, threads: int, repeats: int, rotate: bool = False,
-               verbose: bool = False) -> Comparison:
+               verbose: bool = False, min_seconds: float = MIN_RUN_SECONDS) -> Comparison:
     """Run every side ``repeats`` times, interleaved (A B A B …; with ``rotate`` the order turns
     each round: A B C, B C A, …), all with ``threads`` threads (:func:`compute_threads`), the load
-    average read around each run. Each side's last result stays in the comparison."""
+    average read around each run. A side whose first call takes less than ``min_seconds`` has that
+    call as an untimed warm-up, and each of its runs is :func:`calls_per_run` calls (time per call
+    recorded); a slower side's first call is its first run. Each side's last result stays in the
+    comparison."""
     names = list(sides)
     comparison = Comparison(threads=threads, repeats=repeats)
+    calls = {}
     with compute_threads(threads):
         for r in range(repeats):
             order = names[r % len(names):] + names[:r % len(names)] if rotate else names
             for name in order:
-                comparison.time(name, sides[name])
+                first = None
+                if name not in calls:  # the first call: a run if it is long enough, else a warm-up
+                    first = Comparison(threads=threads)
+                    first.time(name, sides[name])
+                    calls[name] = calls_per_run(first.sides[name].wall[0], min_seconds)
+                if first is not None and calls[name] == 1:
+                    comparison.load.extend(first.load)
+                    comparison.sides[name] = first.sides[name]
+                else:
+                    comparison.time(name, sides[name], calls=calls[name])
                 if verbose:
                     times = comparison.sides[name]
                     print(f"  {threads} thr, round {r}: {name:<12} {times.wall[-1]:8.3f} s wall, "

@@ -20,15 +20,44 @@ def test_sides_are_interleaved_each_best_kept_and_threads_set():
         return run
 
     before = torch.get_num_threads()
-    c = interleave({"a": side("a"), "b": side("b")}, threads=1, repeats=3)
+    c = interleave({"a": side("a"), "b": side("b")}, threads=1, repeats=3, min_seconds=0)
     assert calls == ["a", "b"] * 3 and set(threads_seen) == {1}
     assert torch.get_num_threads() == before
     assert c.result("a") == 5 and c.result("b") == 6                 # the last result of each side
     assert c.best("a") == min(c.sides["a"].seconds) and len(c.load) == 6
     rotated = []
-    interleave({k: (lambda k=k: rotated.append(k)) for k in "xyz"}, threads=1, repeats=3, rotate=True)
+    interleave({k: (lambda k=k: rotated.append(k)) for k in "xyz"}, threads=1, repeats=3, rotate=True, min_seconds=0)
     assert "".join(rotated) == "xyzyzxzxy"
     json.dumps(c.as_dict())                                          # JSON-ready
+
+
+def test_a_fast_side_is_timed_over_several_calls_per_run(monkeypatch):
+    """A side faster than min_seconds: its first call is an untimed warm-up, then each run is
+    ceil(min_seconds / first call) calls and the time per call is kept; a slow side runs once per run,
+    its first call counting. On a fake clock each call of a takes 0.01 s and of b 1 s."""
+    clock = {"now": 0.0}
+    fake_time = type("FakeTime", (), {"perf_counter": staticmethod(lambda: clock["now"]),
+                                      "process_time": staticmethod(lambda: clock["now"])})
+    monkeypatch.setattr(harness, "time", fake_time)
+    calls = {"a": 0, "b": 0}
+
+    def side(name, seconds):
+        def run():
+            calls[name] += 1
+            clock["now"] += seconds
+            return calls[name]
+        return run
+
+    c = interleave({"a": side("a", 0.01), "b": side("b", 1.0)}, threads=1, repeats=3, min_seconds=0.25)
+    assert calls == {"a": 1 + 3 * 25, "b": 3}
+    assert c.sides["a"].seconds == pytest.approx([0.01] * 3) and c.sides["a"].calls == 25
+    assert c.sides["b"].seconds == pytest.approx([1.0] * 3) and c.sides["b"].calls == 1
+    assert c.ratio("b", "a") == pytest.approx(100.0) and len(c.load) == 6
+    assert c.as_dict()["sides"]["a"]["calls_per_run"] == 25
+    assert harness.calls_per_run(0.3, 0.25) == 1 and harness.calls_per_run(0.1, 0.25) == 3
+    assert harness.calls_per_run(0.0, 0.25, most=50) == 50
+    with pytest.raises(ValueError, match="calls = 1"):
+        Comparison(threads=1).time("a", lambda: 1.0, seconds_of=float, calls=2)
 
 
 def test_a_loaded_run_is_reported_not_gated(monkeypatch):
