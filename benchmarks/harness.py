@@ -53,14 +53,19 @@ from typing import Any, Callable, Sequence
 
 from lib.book.threads import compute_threads, thread_environment
 
-__all__ = ["DEFAULT_THREADS", "MIN_RUN_SECONDS", "TIMING_GATE_RULE", "Comparison", "SideTimes", "add_arguments", "compute_threads",
+__all__ = ["DEFAULT_THREADS", "MIN_RUN_SECONDS", "TIMING_GATE_RULE", "WARM_UP_BELOW_SECONDS", "Comparison", "SideTimes",
+           "add_arguments", "calls_per_run", "compute_threads",
            "cores", "cpu_seconds", "fixed_pools", "interleave", "is_loaded", "load_average", "parse_threads",
            "positive_int", "run_per_thread_count", "strip_options", "thread_environment"]
 
 #: A timed run of a side lasts at least this long: a faster side is called ``calls`` times in a row per
-#: run, ``calls`` fixed by its first (untimed) call. With one call per run, sides of 5–90 ms moved by
-#: 12–64 % between two quiet runs (bench_ngrams.py, bench_insensitivity.py, 2026-11-27).
+#: run, ``calls`` fixed by an untimed call after its first. With one call per run, sides of 5–90 ms moved
+#: by 12–64 % between two quiet runs (bench_ngrams.py, bench_insensitivity.py, 2026-11-27).
 MIN_RUN_SECONDS = 0.25
+
+#: A side whose first call takes at least this long has that call as its first run; a faster side's first
+#: call is an untimed warm-up (one-time costs: a first call of 0.8 s was followed by calls of 5 ms).
+WARM_UP_BELOW_SECONDS = 2.5
 
 #: The thread counts every benchmark reports by default, each on its own.
 DEFAULT_THREADS = (1, 2)
@@ -255,13 +260,15 @@ def calls_per_run(first_call_seconds: float, min_seconds: float = MIN_RUN_SECOND
 
 
 def interleave(sides: dict[str, Callable[[], Any]], *, threads: int, repeats: int, rotate: bool = False,
-               verbose: bool = False, min_seconds: float = MIN_RUN_SECONDS) -> Comparison:
+               verbose: bool = False, min_seconds: float = MIN_RUN_SECONDS,
+               warm_up_below: float = WARM_UP_BELOW_SECONDS) -> Comparison:
     """Run every side ``repeats`` times, interleaved (A B A B …; with ``rotate`` the order turns
     each round: A B C, B C A, …), all with ``threads`` threads (:func:`compute_threads`), the load
-    average read around each run. A side whose first call takes less than ``min_seconds`` has that
-    call as an untimed warm-up, and each of its runs is :func:`calls_per_run` calls (time per call
-    recorded); a slower side's first call is its first run. Each side's last result stays in the
-    comparison."""
+    average read around each run. A side's first call is its first run if it takes at least
+    ``warm_up_below`` seconds; otherwise it is an untimed warm-up, and the next call sets the calls per
+    run (:func:`calls_per_run`: 1, and that call is the first run, if it takes at least ``min_seconds``;
+    else enough calls in a row to last ``min_seconds``, timed per call, and that call is not kept).
+    Each side's last result stays in the comparison."""
     names = list(sides)
     comparison = Comparison(threads=threads, repeats=repeats)
     calls = {}
@@ -269,14 +276,18 @@ def interleave(sides: dict[str, Callable[[], Any]], *, threads: int, repeats: in
         for r in range(repeats):
             order = names[r % len(names):] + names[:r % len(names)] if rotate else names
             for name in order:
-                first = None
-                if name not in calls:  # the first call: a run if it is long enough, else a warm-up
-                    first = Comparison(threads=threads)
-                    first.time(name, sides[name])
-                    calls[name] = calls_per_run(first.sides[name].wall[0], min_seconds)
-                if first is not None and calls[name] == 1:
-                    comparison.load.extend(first.load)
-                    comparison.sides[name] = first.sides[name]
+                kept = None
+                if name not in calls:  # the first call: a run if it is long, else a warm-up before the calibration
+                    probe = Comparison(threads=threads)
+                    probe.time(name, sides[name])
+                    if probe.sides[name].wall[0] < warm_up_below:
+                        probe = Comparison(threads=threads)
+                        probe.time(name, sides[name])
+                    calls[name] = calls_per_run(probe.sides[name].wall[0], min_seconds)
+                    kept = probe if calls[name] == 1 else None
+                if kept is not None:
+                    comparison.load.extend(kept.load)
+                    comparison.sides[name] = kept.sides[name]
                 else:
                     comparison.time(name, sides[name], calls=calls[name])
                 if verbose:

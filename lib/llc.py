@@ -293,9 +293,9 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     (``diagnostics["mala_acceptance"]``, NaN when not computed); None (default) with full
     batches only, where it is exact. ``compile``: True runs a ``torch.compile``d step (the
     per-chain loss with ``"loop"``, the whole vmapped gradient with ``"vmap"``, where on the
-    CPU the tiny per-chain GEMMs are summed in fused loops; the first call compiles, timed
-    apart in ``diagnostics["compile_seconds"]``; Inductor's cache lives under the book's
-    cache), False never, ``"auto"`` with ``"loop"`` where :func:`lib.sgld.compile_pays`
+    CPU the tiny per-chain GEMMs are summed in fused loops; building the step and its first
+    call at each chunk's shape, on every rank before any samples, are timed apart in
+    ``diagnostics["compile_seconds"]``; Inductor's cache lives under the book's cache), False never, ``"auto"`` with ``"loop"`` where :func:`lib.sgld.compile_pays`
     predicts the run repays a cold compile (the vmapped step, whose speed-up depends on the
     model's shapes rather than its FLOPs, is compiled only when asked). Compiled and eager
     chains agree up to float rounding. Everything is

@@ -20,39 +20,45 @@ def test_sides_are_interleaved_each_best_kept_and_threads_set():
         return run
 
     before = torch.get_num_threads()
-    c = interleave({"a": side("a"), "b": side("b")}, threads=1, repeats=3, min_seconds=0)
+    c = interleave({"a": side("a"), "b": side("b")}, threads=1, repeats=3, min_seconds=0, warm_up_below=0)
     assert calls == ["a", "b"] * 3 and set(threads_seen) == {1}
     assert torch.get_num_threads() == before
     assert c.result("a") == 5 and c.result("b") == 6                 # the last result of each side
     assert c.best("a") == min(c.sides["a"].seconds) and len(c.load) == 6
     rotated = []
-    interleave({k: (lambda k=k: rotated.append(k)) for k in "xyz"}, threads=1, repeats=3, rotate=True, min_seconds=0)
+    interleave({k: (lambda k=k: rotated.append(k)) for k in "xyz"}, threads=1, repeats=3, rotate=True,
+               min_seconds=0, warm_up_below=0)
     assert "".join(rotated) == "xyzyzxzxy"
     json.dumps(c.as_dict())                                          # JSON-ready
 
 
 def test_a_fast_side_is_timed_over_several_calls_per_run(monkeypatch):
-    """A side faster than min_seconds: its first call is an untimed warm-up, then each run is
-    ceil(min_seconds / first call) calls and the time per call is kept; a slow side runs once per run,
-    its first call counting. On a fake clock each call of a takes 0.01 s and of b 1 s."""
+    """A side faster than warm_up_below has an untimed warm-up call; then one call sets the calls per run:
+    a side faster than min_seconds runs ceil(min_seconds / that call) calls per run, timed per call (and
+    that call is not kept), a slower one is called once per run (and that call is its first run). A side
+    slower than warm_up_below has no warm-up. On a fake clock a call of a takes 0.01 s (its first 0.8 s,
+    a one-time cost), of b 1 s and of c 3 s."""
     clock = {"now": 0.0}
     fake_time = type("FakeTime", (), {"perf_counter": staticmethod(lambda: clock["now"]),
                                       "process_time": staticmethod(lambda: clock["now"])})
     monkeypatch.setattr(harness, "time", fake_time)
     calls = {"a": 0, "b": 0}
 
-    def side(name, seconds):
+    def side(name, seconds, first=None):
         def run():
             calls[name] += 1
-            clock["now"] += seconds
+            clock["now"] += first if first is not None and calls[name] == 1 else seconds
             return calls[name]
         return run
 
-    c = interleave({"a": side("a", 0.01), "b": side("b", 1.0)}, threads=1, repeats=3, min_seconds=0.25)
-    assert calls == {"a": 1 + 3 * 25, "b": 3}
+    calls["c"] = 0
+    c = interleave({"a": side("a", 0.01, first=0.8), "b": side("b", 1.0), "c": side("c", 3.0)}, threads=1,
+                   repeats=3, min_seconds=0.25, warm_up_below=2.5)
+    assert calls == {"a": 2 + 3 * 25, "b": 1 + 3, "c": 3}
     assert c.sides["a"].seconds == pytest.approx([0.01] * 3) and c.sides["a"].calls == 25
     assert c.sides["b"].seconds == pytest.approx([1.0] * 3) and c.sides["b"].calls == 1
-    assert c.ratio("b", "a") == pytest.approx(100.0) and len(c.load) == 6
+    assert c.sides["c"].seconds == pytest.approx([3.0] * 3) and c.sides["c"].calls == 1
+    assert c.ratio("b", "a") == pytest.approx(100.0) and len(c.load) == 9
     assert c.as_dict()["sides"]["a"]["calls_per_run"] == 25
     assert harness.calls_per_run(0.3, 0.25) == 1 and harness.calls_per_run(0.1, 0.25) == 3
     assert harness.calls_per_run(0.0, 0.25, most=50) == 50
