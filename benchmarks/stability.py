@@ -14,7 +14,9 @@ the same comparison:
   arm's chain-steps/s over the first "ours" arm's of the same case.
 
 A ratio is *stable* when the two runs' values differ by at most ``--max-change`` % (default 10) of
-the first. A comparison flagged ``loaded`` in either run (the harness's load rule) is listed but not
+the first. Each ratio also carries its two sides' own changes between the runs (``change_top_percent``
+for the side over, ``change_bottom_percent`` for the side under), printed under an unstable ratio,
+so that a baseline whose speed moved is told apart from code of ours that did. A comparison flagged ``loaded`` in either run (the harness's load rule) is listed but not
 counted. Exits 1 when a counted ratio is unstable or a benchmark is missing from one run.
 """
 from __future__ import annotations
@@ -42,7 +44,8 @@ def harness_ratios(node, path: str = "") -> dict[str, dict]:
             for name, times in sides[1:]:
                 if base and times.get("best_s"):
                     found[f"{path} [{node['threads']} thr] {name}/{first}"] = dict(
-                        ratio=times["best_s"] / base, loaded=loaded)
+                        ratio=times["best_s"] / base, loaded=loaded, top=(name, times["best_s"]),
+                        bottom=(first, base))
             return found
         label = node.get("case") or node.get("name") or node.get("stream")
         for key, value in node.items():
@@ -67,7 +70,8 @@ def llc_ratios(data: dict) -> dict[str, dict]:
             continue
         found[f"{case}: {row['arm']} / {base['arm']}"] = dict(
             ratio=row["chain_steps_per_s"] / base["chain_steps_per_s"],
-            loaded=not (row.get("clean", True) and base.get("clean", True)))
+            loaded=not (row.get("clean", True) and base.get("clean", True)),
+            top=(row["arm"], row["chain_steps_per_s"]), bottom=(base["arm"], base["chain_steps_per_s"]))
     return found
 
 
@@ -86,8 +90,14 @@ def compare(one: Path, two: Path, max_change: float) -> tuple[list[dict], list[s
         for key in sorted(a.keys() & b.keys()):
             change = 100 * abs(b[key]["ratio"] - a[key]["ratio"]) / a[key]["ratio"]
             counted = not (a[key]["loaded"] or b[key]["loaded"])
-            rows.append(dict(benchmark=name[:-5], ratio=key, run1=a[key]["ratio"], run2=b[key]["ratio"],
-                             change_percent=change, counted=counted, stable=change <= max_change))
+            row = dict(benchmark=name[:-5], ratio=key, run1=a[key]["ratio"], run2=b[key]["ratio"],
+                       change_percent=change, counted=counted, stable=change <= max_change)
+            for part in ("top", "bottom"):  # each side's own value (seconds, or chain-steps/s) in both runs
+                if part in a[key] and part in b[key]:
+                    side, v1 = a[key][part]
+                    row.update({f"{part}_side": side, f"{part}_run1": v1, f"{part}_run2": b[key][part][1],
+                                f"change_{part}_percent": 100 * (b[key][part][1] - v1) / v1})
+            rows.append(row)
     return rows, missing
 
 
@@ -107,6 +117,9 @@ def main(argv=None) -> int:
         mark = ("stable" if r["stable"] else "UNSTABLE") if r["counted"] else "loaded: not counted"
         print(f"{r['benchmark'] + ': ' + r['ratio']:<{width}} {r['run1']:9.3f} {r['run2']:9.3f} "
               f"{r['change_percent']:6.1f} %  {mark}")
+        if r["counted"] and not r["stable"] and "top_side" in r:
+            print("    " + "; ".join(f"{r[part + '_side']}: {r[part + '_run1']:.4g} → {r[part + '_run2']:.4g} "
+                                     f"({r[f'change_{part}_percent']:+.1f} %)" for part in ("top", "bottom")))
     counted = [r for r in rows if r["counted"]]
     unstable = [r for r in counted if not r["stable"]]
     print(f"\n{len(counted)} ratios counted ({len(rows) - len(counted)} loaded), {len(unstable)} changed by more than "

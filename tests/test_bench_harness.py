@@ -139,6 +139,11 @@ def test_stability_reads_every_comparison_and_flags_changes_both_ways(tmp_path):
     assert by_case["2"]["change_percent"] == pytest.approx(9.0) and by_case["2"]["stable"]
     assert by_case["3"]["run1"] == pytest.approx(5.0) and by_case["3"]["change_percent"] == pytest.approx(20.0)
     assert not by_case["3"]["stable"]
+    # each side's own change: in k=3 the base side moved (10 → 8 s, −20 %), ours did not
+    assert by_case["3"]["top_side"] == "base" and by_case["3"]["bottom_side"] == "ours"
+    assert by_case["3"]["change_top_percent"] == pytest.approx(-20.0)
+    assert by_case["3"]["change_bottom_percent"] == pytest.approx(0.0)
+    assert by_case["2"]["change_top_percent"] == pytest.approx(9.0)
     assert stability.main([str(one), str(two)]) == 1                 # an unstable counted ratio fails
     assert stability.main([str(one), str(two), "--max-change", "25"]) == 0
 
@@ -166,6 +171,11 @@ def test_stability_reads_bench_llc_rows_against_ours(tmp_path):
             {"case_label": "RRR", "arm": "ours", "chain_steps_per_s": 2000.0, "clean": True},
             {"case_label": "RRR", "arm": "canonical-interp", "chain_steps_per_s": 1000.0, "clean": False}]
     found = stability.llc_ratios({"rows": rows, "goals": []})
-    assert found["RRR: devinterp 2.0.1 / ours"] == {"ratio": 0.05, "loaded": False}
-    assert found["RRR: canonical-interp / ours"] == {"ratio": 0.5, "loaded": True}
+    def judged(key):
+        return {k: found[key][k] for k in ("ratio", "loaded")}
+
+    assert judged("RRR: devinterp 2.0.1 / ours") == {"ratio": 0.05, "loaded": False}
+    assert judged("RRR: canonical-interp / ours") == {"ratio": 0.5, "loaded": True}
+    assert found["RRR: canonical-interp / ours"]["top"] == ("canonical-interp", 1000.0)
+    assert found["RRR: canonical-interp / ours"]["bottom"] == ("ours", 2000.0)
     assert len(found) == 2
