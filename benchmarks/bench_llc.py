@@ -232,9 +232,10 @@ def worker(spec: dict) -> dict | None:
 
 
 def _without_compile(seconds: float, compile_seconds):
-    """(sampling seconds without the compile, compile seconds or None). With ``compile=True`` the library runs the
-    first (compiling) call before its chains and outside the time it reports (``LLCResult.seconds``), and says
-    how long it took in ``diagnostics["compile_seconds"]`` (0 for an eager run)."""
+    """(sampling seconds without the compile, compile seconds or None). With ``compile=True`` the library builds
+    its compiled steps and calls each once (lib.sgld.warm_up) before its chains and outside the time it reports
+    (``LLCResult.seconds``), and says how long that took in ``diagnostics["compile_seconds"]`` (0 for an eager
+    run)."""
     if not compile_seconds:
         return seconds, None
     return seconds, float(compile_seconds)

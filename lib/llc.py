@@ -295,11 +295,12 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     per-chain loss with ``"loop"``, the whole vmapped gradient with ``"vmap"``, where on the
     CPU the tiny per-chain GEMMs are summed in fused loops; building the step and its first
     call at each chunk's shape, on every rank before any samples, are timed apart in
-    ``diagnostics["compile_seconds"]``; Inductor's cache lives under the book's cache), False never, ``"auto"`` with ``"loop"`` where :func:`lib.sgld.compile_pays`
-    predicts the run repays a cold compile (the vmapped step, whose speed-up depends on the
-    model's shapes rather than its FLOPs, is compiled only when asked). Compiled and eager
-    chains agree up to float rounding. Everything is
-    checked before sampling; see :class:`LLCResult` for what is returned.
+    ``diagnostics["compile_seconds"]``; Inductor's cache lives under the book's cache), False
+    never, ``"auto"`` with ``"loop"`` where :func:`lib.sgld.compile_pays` predicts the run
+    repays a cold compile (the vmapped step, whose speed-up depends on the model's shapes
+    rather than its FLOPs, is compiled only when asked). Compiled and eager chains agree up to
+    float rounding. Everything is checked before sampling; see :class:`LLCResult` for what is
+    returned.
     """
     batching = _check_batching(batching)
     if compile not in (True, False, "auto"):
@@ -316,8 +317,8 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     compiled = compile is True or (compile == "auto" and batching == "loop" and compile_pays(
         lambda: step_flops(model, loss_fn, data, s.batch_size), s.chains * s.draws, device))
     parts, seconds, compile_seconds = sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
-                            progress=progress, desc="SGLD chain-steps", batching=batching,
-                            mala=_check_mala(mala, s.batch_size, s.n), compiled=compiled)
+                                             progress=progress, desc="SGLD chain-steps", batching=batching,
+                                             mala=_check_mala(mala, s.batch_size, s.n), compiled=compiled)
     return _result(parts, 0, init_loss, s, seconds, compile_seconds)
 
 
@@ -342,8 +343,8 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
     device = resolve_device(device)
     init = [_full_loss(model, fn, d, s.batch_size) for fn, d in ((loss_fn, data_a), (loss_fn_b, data_b))]
     parts, seconds, _ = sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
-                            chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
-                            batching=batching, mala=_check_mala(mala, s.batch_size, s.n))
+                               chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
+                               batching=batching, mala=_check_mala(mala, s.batch_size, s.n))
     a, b = (_result(parts, k, init[k], s, seconds) for k in range(2))
     return CoupledResult(a=a, b=b, separation=np.concatenate([p["sep"][0] for p in parts]),
                          max_separation=np.concatenate([p["max_sep"][0] for p in parts]))
@@ -387,8 +388,8 @@ def coupled_targets(model: nn.Module, loss_fn: LossFn, datas, *, nbeta=None, gam
     device = resolve_device(device)
     init = [_full_loss(model, loss_fn, d, s.batch_size) for d in datas]
     parts, seconds, _ = sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
-                            progress=progress, desc="coupled SGLD chain-steps", batching=batching,
-                            snapshot_steps=steps, mala=_check_mala(mala, s.batch_size, s.n))
+                               progress=progress, desc="coupled SGLD chain-steps", batching=batching,
+                               snapshot_steps=steps, mala=_check_mala(mala, s.batch_size, s.n))
     results = [_result(parts, k, init[k], s, seconds) for k in range(len(datas))]
     return CoupledTargets(results, np.concatenate([p["sep"] for p in parts], axis=1),
                           np.concatenate([p["max_sep"] for p in parts], axis=1),

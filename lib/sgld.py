@@ -490,6 +490,8 @@ def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size,
         steps = build_steps(wrappers, flat, full_batch, len(datas[0]), batching, device if compiled else None)
         if compiled:
             warm_up(steps, datas, flat, s, [len(ids) for _, ids in mine], batching, device)
+            if device.type == "cuda":  # the warm-up's kernels finish before the sampling clock starts
+                torch.cuda.synchronize(device)
         if world > 1:  # the sampling starts when every rank is ready (and ends when the slowest is done)
             import torch.distributed as dist
 
