@@ -55,7 +55,8 @@ from lib.book.threads import compute_threads, thread_environment
 
 __all__ = ["DEFAULT_THREADS", "MIN_RUN_SECONDS", "TIMING_GATE_RULE", "WARM_UP_BELOW_SECONDS", "Comparison", "SideTimes",
            "add_arguments", "calls_per_run", "compute_threads",
-           "cores", "cpu_seconds", "fixed_pools", "interleave", "is_loaded", "load_average", "parse_threads",
+           "comparison_lines", "cores", "cpu_seconds", "fixed_pools", "interleave", "is_comparison", "is_loaded",
+           "load_average", "main_per_thread_count", "merge_comparisons", "merge_trees", "parse_threads",
            "positive_int", "run_per_thread_count", "strip_options", "thread_environment"]
 
 #: A timed run of a side lasts at least this long: a faster side is called ``calls`` times in a row per
@@ -99,15 +100,20 @@ def positive_int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, repeats: int = 3, threads: Sequence[int] = DEFAULT_THREADS,
-                  repeat_flags: Sequence[str] = ("--repeats",)) -> None:
+                  repeat_flags: Sequence[str] = ("--repeats",), processes: int | None = None) -> None:
     """Add ``--threads`` (comma-separated counts, default 1,2) and ``--repeats`` (interleaved
-    rounds, each side's best reported) to a benchmark's command line."""
+    rounds, each side's best reported) to a benchmark's command line; with ``processes`` (the
+    default count) also ``--processes``, for a script run through :func:`main_per_thread_count`."""
     parser.add_argument("--threads", type=parse_threads, default=list(threads),
                         help="thread counts, comma-separated; every side runs with each count, reported "
                              "separately (torch and BLAS/OpenMP threads; default %(default)s)")
     parser.add_argument(*repeat_flags, dest="repeats", type=positive_int, default=repeats,
                         help="interleaved repetitions of every side (A B A B ...); the best is reported "
                              "(default %(default)s)")
+    if processes is not None:
+        parser.add_argument("--processes", type=positive_int, default=processes,
+                            help="run each thread count in this many fresh processes, one after another, and "
+                                 "report each side's best over all of their runs (default %(default)s)")
 
 
 def cores() -> int:
@@ -311,36 +317,135 @@ def strip_options(argv: Sequence[str], names: Sequence[str]) -> list[str]:
     return out
 
 
-def run_per_thread_count(script: str | Path, argv: Sequence[str], threads: Sequence[int]) -> list[dict]:
-    """Run ``script`` once per thread count, each in a fresh process whose every pool starts at
-    that count (:func:`thread_environment`; polars and Rayon size theirs only at start), as
-    ``script *argv --threads t --json FILE``; ``argv`` must not hold ``--threads`` or ``--json``
-    (:func:`strip_options`). Each child's output is passed through; returns the JSON each wrote
-    (a child that failed to write one raises RuntimeError)."""
-    results = []
-    for t in threads:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "result.json"
-            cmd = [sys.executable, str(script), *argv, "--threads", str(t), "--json", str(out)]
-            proc = subprocess.run(cmd, env={**os.environ, **thread_environment(t)})
-            if not out.exists():
-                raise RuntimeError(f"{Path(script).name} with {t} thread(s) wrote no result "
-                                   f"(exit status {proc.returncode})")
-            results.append({**json.loads(out.read_text()), "exit_status": proc.returncode})
+def run_per_thread_count(script: str | Path, argv: Sequence[str], threads: Sequence[int],
+                         processes: int | None = None) -> list[list[dict]]:
+    """Run ``script`` in a fresh process per thread count, whose every pool starts at that count
+    (:func:`thread_environment`; polars and Rayon size theirs only at start), as ``script *argv
+    --threads t --json FILE`` (and ``--processes 1`` when ``processes`` is given); ``argv`` must not
+    hold these options (:func:`strip_options`). With ``processes`` = P, P rounds, each running every
+    count once, so that one count's processes are spread over the whole time. Each child's output is
+    passed through; returns, per count, the JSON its processes wrote (a child that failed to write
+    one raises RuntimeError), each with its ``exit_status``."""
+    results: list[list[dict]] = [[] for _ in threads]
+    for _ in range(processes or 1):
+        for i, t in enumerate(threads):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "result.json"
+                cmd = [sys.executable, str(script), *argv, "--threads", str(t), "--json", str(out)]
+                if processes is not None:
+                    cmd += ["--processes", "1"]
+                proc = subprocess.run(cmd, env={**os.environ, **thread_environment(t)})
+                if not out.exists():
+                    raise RuntimeError(f"{Path(script).name} with {t} thread(s) wrote no result "
+                                       f"(exit status {proc.returncode})")
+                results[i].append({**json.loads(out.read_text()), "exit_status": proc.returncode})
     return results
 
 
-def main_per_thread_count(script: str | Path, args, argv: Sequence[str], measure: Callable[[Any], int]) -> int:
-    """A benchmark whose pools are sized only when a process starts (polars'): with one thread count,
-    and this process started at it (``POLARS_MAX_THREADS``), ``measure(args)``; else every count of
-    ``args.threads`` in its own process (:func:`run_per_thread_count`) and one JSON (``args.json``) with a
-    run per count. Returns the exit status: 0 when every run was ok."""
-    if len(args.threads) == 1 and os.environ.get("POLARS_MAX_THREADS") == str(args.threads[0]):
+def is_comparison(node: Any) -> bool:
+    """Whether a JSON node is a :meth:`Comparison.as_dict`."""
+    return isinstance(node, dict) and isinstance(node.get("sides"), dict) and "threads" in node
+
+
+def merge_comparisons(nodes: Sequence[dict]) -> dict:
+    """One comparison (as :meth:`Comparison.as_dict`) from the same comparison made in several processes:
+    every run of every side, so that a side's ``best_s`` is its best over all processes; the loads of all
+    runs, judged together (:func:`is_loaded`); and per side ``process_best_s`` and ``process_calls_per_run``,
+    its best and its calls per run in each process, in order. A side absent from a process (one that
+    failed there) has the runs of the others."""
+    if not nodes or not all(is_comparison(n) for n in nodes):
+        raise ValueError("merge_comparisons needs one or more comparisons (Comparison.as_dict)")
+    threads = {n["threads"] for n in nodes}
+    if len(threads) != 1:
+        raise ValueError(f"comparisons made at different thread counts cannot be merged: {sorted(threads)}")
+    loads = [list(pair) for n in nodes for pair in n.get("load_average_1min", [])]
+    flat = [x for pair in loads for x in pair]
+    n_cores = nodes[0].get("cores", cores())
+    sides = {}
+    for name in dict.fromkeys(k for n in nodes for k in n["sides"]):
+        runs = [n["sides"][name] for n in nodes if name in n["sides"]]
+        joined = {key: [x for r in runs for x in r.get(key, [])] for key in ("seconds", "wall_s", "cpu_s")}
+        sides[name] = {"best_s": min(r["best_s"] for r in runs), "best_cpu_s": min(r["best_cpu_s"] for r in runs),
+                       **joined, "calls_per_run": runs[0].get("calls_per_run", 1),
+                       "process_best_s": [r["best_s"] for r in runs],
+                       "process_calls_per_run": [r.get("calls_per_run", 1) for r in runs]}
+    loaded = is_loaded(flat, nodes[0]["threads"], n_cores) if flat else any(n.get("loaded") for n in nodes)
+    return {**nodes[0], "repeats": sum(n.get("repeats", 1) for n in nodes), "processes": len(nodes),
+            "load_average_1min": loads, "load_min": min(flat, default=nodes[0].get("load_min", 0.0)),
+            "load_max": max(flat, default=nodes[0].get("load_max", 0.0)), "loaded": loaded, "gated": not loaded,
+            "sides": sides}
+
+
+def merge_trees(trees: Sequence[Any]) -> Any:
+    """One JSON tree from trees of the same shape (one benchmark run in several processes): every
+    comparison in it merged across them (:func:`merge_comparisons`); any other value is the first
+    tree's, so a benchmark recomputes what it derives from its timings (``refresh`` of
+    :func:`main_per_thread_count`)."""
+    first = trees[0]
+    if is_comparison(first):
+        return merge_comparisons(trees)
+    if isinstance(first, dict):
+        return {key: merge_trees([t[key] for t in trees if isinstance(t, dict) and key in t])
+                for key in first}
+    if isinstance(first, list):
+        if any(not isinstance(t, list) or len(t) != len(first) for t in trees):
+            raise ValueError("the processes' results differ in shape: a list has different lengths")
+        return [merge_trees([t[i] for t in trees]) for i in range(len(first))]
+    return first
+
+
+def comparison_lines(tree: Any, path: str = "") -> list[str]:
+    """One line per comparison in a merged tree: each side's best, and its best in each process (ms)."""
+    if is_comparison(tree):
+        parts = [f"{name} {times['best_s'] * 1e3:.4g} ms (" + ", ".join(f"{x * 1e3:.4g}" for x in
+                 times.get("process_best_s", [times["best_s"]])) + ")" for name, times in tree["sides"].items()]
+        return [f"{path or '.'} [{tree['threads']} thr]: " + "; ".join(parts)]
+    lines = []
+    if isinstance(tree, dict):
+        label = tree.get("case") or tree.get("name") or tree.get("stream")
+        for key, value in tree.items():
+            lines += comparison_lines(value, f"{path}/{key}" if label is None else f"{path}/{label}:{key}")
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            lines += comparison_lines(value, f"{path}[{i}]")
+    return lines
+
+
+def main_per_thread_count(script: str | Path, args, argv: Sequence[str], measure: Callable[[Any], int],
+                          refresh: Callable[[dict, list[dict]], None] | None = None) -> int:
+    """A benchmark run per thread count in its own process (polars sizes its pools only when a process
+    starts): with one thread count, this process started at it (``POLARS_MAX_THREADS``) and one process
+    asked for, ``measure(args)``; else every count of ``args.threads`` in ``args.processes`` fresh
+    processes each (:func:`run_per_thread_count`) and one JSON (``args.json``) with a run per count.
+
+    With several processes a count's run is their JSONs merged (:func:`merge_trees`: each side's best over
+    all processes), and ``refresh(merged, runs)`` recomputes in ``merged`` what the benchmark derives from
+    its timings (bests, ratios, ``ok``) from the merged comparisons and the processes' own ``runs`` (their
+    correctness checks); a script that offers ``--processes`` must pass it. Returns the exit status: 0 when
+    every run was ok."""
+    processes = getattr(args, "processes", None)
+    if (len(args.threads) == 1 and os.environ.get("POLARS_MAX_THREADS") == str(args.threads[0])
+            and (processes or 1) == 1):
         return measure(args)
-    runs = run_per_thread_count(script, strip_options(argv, ["--threads", "--json"]), args.threads)
+    if (processes or 1) > 1 and refresh is None:
+        raise ValueError("a benchmark run in several processes needs a refresh function")
+    groups = run_per_thread_count(script, strip_options(argv, ["--threads", "--json", "--processes"]),
+                                  args.threads, processes)
+    runs = []
+    for group in groups:
+        if len(group) == 1:
+            runs.append(group[0])
+            continue
+        merged = merge_trees(group)
+        merged.update(processes=len(group), exit_status=max(g["exit_status"] for g in group))
+        refresh(merged, group)
+        print(f"\n== {merged.get('threads', '?')} thread(s), best over {len(group)} processes (each process's best "
+              f"in brackets):", *comparison_lines(merged), sep="\n  ")
+        runs.append(merged)
     ok = all(run["ok"] for run in runs)
     print("\nOK" if ok else "\nFAIL (see the run above that failed)")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(dict(ok=ok, gate_rule=TIMING_GATE_RULE, runs=runs), indent=2) + "\n")
+        args.json.write_text(json.dumps(dict(ok=ok, gate_rule=TIMING_GATE_RULE, processes=processes or 1, runs=runs),
+                                        indent=2) + "\n")
     return 0 if ok else 1

@@ -179,3 +179,174 @@ def test_stability_reads_bench_llc_rows_against_ours(tmp_path):
     assert found["RRR: canonical-interp / ours"]["top"] == ("canonical-interp", 1000.0)
     assert found["RRR: canonical-interp / ours"]["bottom"] == ("ours", 2000.0)
     assert len(found) == 2
+
+
+# ----- several processes: comparisons merged, derived values refreshed ----------------------------
+
+def _timed(threads, seconds, loads=((0.1, 0.2),), calls=1):
+    """A comparison as Comparison.as_dict writes it: per side its runs' seconds (CPU = wall = seconds)."""
+    return {"threads": threads, "repeats": len(next(iter(seconds.values()))), "cores": 2,
+            "load_average_1min": [list(p) for p in loads], "loaded": False,
+            "sides": {name: {"best_s": min(v), "best_cpu_s": min(v), "seconds": list(v), "wall_s": list(v),
+                             "cpu_s": list(v), "calls_per_run": calls} for name, v in seconds.items()}}
+
+
+def test_merged_comparisons_keep_every_run_and_each_sides_best_over_processes():
+    a = _timed(1, {"ours": [2.0, 1.5], "base": [9.0, 10.0]})
+    b = _timed(1, {"ours": [1.8, 1.9], "base": [7.0, 8.0]}, calls=3)
+    m = harness.merge_comparisons([a, b])
+    assert m["sides"]["ours"]["best_s"] == 1.5 and m["sides"]["base"]["best_s"] == 7.0
+    assert m["sides"]["ours"]["seconds"] == [2.0, 1.5, 1.8, 1.9]
+    assert m["sides"]["base"]["process_best_s"] == [9.0, 7.0]
+    assert m["sides"]["ours"]["process_calls_per_run"] == [1, 3]
+    assert m["repeats"] == 4 and m["processes"] == 2 and len(m["load_average_1min"]) == 2
+    assert not m["loaded"] and m["gated"]
+    # the merged comparison is a comparison to the stability script: its ratio is best over best
+    from benchmarks import stability
+    (key, found), = stability.harness_ratios(m).items()
+    assert found["ratio"] == pytest.approx(7.0 / 1.5)
+    # one loaded process makes the merged comparison loaded, judged on all loads together
+    hot = _timed(1, {"ours": [1.0], "base": [5.0]}, loads=((3.5, 3.9),))
+    assert harness.merge_comparisons([a, hot])["loaded"]
+    # a side missing from one process (it failed there) has the other processes' runs
+    partial = _timed(1, {"ours": [1.2]})
+    assert harness.merge_comparisons([a, partial])["sides"]["base"]["process_best_s"] == [9.0]
+    with pytest.raises(ValueError, match="thread counts"):
+        harness.merge_comparisons([a, _timed(2, {"ours": [1.0], "base": [2.0]})])
+    with pytest.raises(ValueError):
+        harness.merge_comparisons([{"threads": 1}])
+
+
+def test_merged_trees_merge_comparisons_wherever_they_sit_and_keep_other_values_of_the_first():
+    one = {"ok": True, "cases": [{"case": "k=2", "ratio": 5.0, "timing": _timed(1, {"v": [1.0], "c": [5.0]})}]}
+    two = {"ok": False, "cases": [{"case": "k=2", "ratio": 3.0, "timing": _timed(1, {"v": [2.0], "c": [3.0]})}]}
+    m = harness.merge_trees([one, two])
+    assert m["ok"] is True and m["cases"][0]["ratio"] == 5.0                   # not derived here: refresh does it
+    assert m["cases"][0]["timing"]["sides"]["c"]["best_s"] == 3.0
+    assert m["cases"][0]["timing"]["sides"]["v"]["best_s"] == 1.0
+    assert "k=2" in harness.comparison_lines(m)[0] and "c 3000 ms (5000, 3000)" in harness.comparison_lines(m)[0]
+    with pytest.raises(ValueError, match="shape"):
+        harness.merge_trees([one, {"ok": True, "cases": []}])
+
+
+def test_a_benchmark_runs_in_several_fresh_processes_and_reports_the_best_over_them(tmp_path):
+    """A stand-in benchmark whose i-th process times its side at i seconds (a counter file): with three
+    processes each thread count's merged best is the first process's, the refresh sees all three runs, and
+    the processes alternate between the counts (1, 2, 1, 2, 1, 2)."""
+    script = tmp_path / "bench_standin.py"
+    script.write_text(f'''
+import json, os, sys
+sys.path.insert(0, {str(harness.Path(__file__).resolve().parents[1])!r})
+from pathlib import Path
+import argparse
+from benchmarks import harness
+
+log = Path({str(tmp_path / "log")!r})
+
+def measure(args):
+    with log.open("a") as f:
+        f.write(f"{{args.threads[0]}} {{os.environ['POLARS_MAX_THREADS']}}\\n")
+    i = len(log.read_text().splitlines())
+    c = {{"threads": args.threads[0], "cores": 2, "load_average_1min": [[0.1, 0.1]],
+         "sides": {{"ours": {{"best_s": float(i), "best_cpu_s": float(i), "seconds": [float(i)], "wall_s": [float(i)],
+                             "cpu_s": [float(i)], "calls_per_run": 1}},
+                   "base": {{"best_s": 10.0 * i, "best_cpu_s": 1.0, "seconds": [10.0 * i], "wall_s": [1.0],
+                             "cpu_s": [1.0], "calls_per_run": 1}}}}}}
+    args.json.write_text(json.dumps({{"threads": args.threads[0], "ok": i != 3, "ratio": -1, "timing": c}}))
+    return 0
+
+def refresh(merged, runs):
+    sides = merged["timing"]["sides"]
+    merged["ratio"] = sides["base"]["best_s"] / sides["ours"]["best_s"]
+    merged["ok"] = all(r["ok"] for r in runs)
+
+ap = argparse.ArgumentParser()
+harness.add_arguments(ap, processes=3)
+ap.add_argument("--json", type=Path)
+args = ap.parse_args()
+sys.exit(harness.main_per_thread_count(__file__, args, sys.argv[1:], measure, refresh))
+''')
+    out = tmp_path / "out.json"
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, str(script), "--threads", "1,2", "--json", str(out)],
+                          capture_output=True, text=True)
+    assert tmp_path.joinpath("log").read_text().split("\n")[:-1] == ["1 1", "2 2"] * 3
+    data = json.loads(out.read_text())
+    assert data["processes"] == 3 and [run["threads"] for run in data["runs"]] == [1, 2]
+    one, two = data["runs"]
+    assert one["timing"]["sides"]["ours"]["process_best_s"] == [1.0, 3.0, 5.0]
+    assert two["timing"]["sides"]["ours"]["best_s"] == 2.0 and two["ratio"] == pytest.approx(10.0)
+    assert one["ok"] is False and two["ok"] is True                      # process 3 (a 1-thread one) failed
+    assert proc.returncode == 1 and not data["ok"]
+    assert "best over 3 processes" in proc.stdout
+    # one process: no merge, no refresh needed
+    proc = subprocess.run([sys.executable, str(script), "--threads", "2", "--processes", "1", "--json", str(out)],
+                          capture_output=True, text=True)
+    assert json.loads(out.read_text())["runs"][0]["ratio"] == -1 and proc.returncode == 0
+
+
+def test_each_benchmark_run_in_processes_refreshes_its_ratios_and_verdict_from_the_merged_timings():
+    """bench_ngrams, bench_insensitivity and bench_examples: after the merge, a ratio is best over best
+    across processes, and a check that failed in any one process fails the merged run."""
+    from benchmarks import bench_examples, bench_insensitivity, bench_ngrams
+
+    def ngrams_run(vec, cnt, agree, loads=((0.1, 0.1),)):
+        case = {"stream": "corpus", "case": "k=2,l=1", "tokens": 100, "gated": True, "agree": agree,
+                "ratio": -1.0, "timing": _timed(1, {"vectorised": vec, "counter": cnt}, loads=loads)}
+        return {"threads": 1, "min_ratio": 10.0, "ok": True, "cases": [case],
+                "large": {"tokens": 50, "timing": _timed(1, {"vectorised": [0.5]})}}
+
+    runs = [ngrams_run([1.0], [9.0], True), ngrams_run([0.8], [12.0], True)]
+    merged = harness.merge_trees(runs)
+    bench_ngrams.refresh(merged, runs)
+    case = merged["cases"][0]
+    assert case["ratio"] == pytest.approx(9.0 / 0.8) and case["tokens_per_s"] == pytest.approx(125.0)
+    assert merged["ok"] and not merged["loaded"]                        # 11.25 ≥ 10, though neither process's own ratio was
+    runs = [ngrams_run([1.0], [9.0], True), ngrams_run([1.0], [9.5], True)]
+    merged = harness.merge_trees(runs)
+    bench_ngrams.refresh(merged, runs)
+    assert not merged["ok"]                                             # 9 < 10 on a clean run
+    runs = [ngrams_run([1.0], [9.0], True), ngrams_run([1.0], [9.5], True, loads=((4.0, 4.0),))]
+    merged = harness.merge_trees(runs)
+    bench_ngrams.refresh(merged, runs)
+    assert merged["ok"] and merged["loaded"]                            # loaded: reported, not gated
+    runs = [ngrams_run([1.0], [20.0], True), ngrams_run([1.0], [20.0], False)]
+    merged = harness.merge_trees(runs)
+    bench_ngrams.refresh(merged, runs)
+    assert not merged["ok"] and not merged["cases"][0]["agree"]         # a disagreement in one process
+
+    def insensitivity_run(ours, base, diff):
+        return {"threads": 1, "min_ratio": 10.0, "ok": True,
+                "models": {"m": {"max_abs_diff": diff, "ratio": -1.0,
+                                 "timing": _timed(1, {"ours": ours, "baseline": base})}}}
+
+    runs = [insensitivity_run([2.0], [30.0], 1e-15), insensitivity_run([3.0], [25.0], 1e-15)]
+    merged = harness.merge_trees(runs)
+    bench_insensitivity.refresh(merged, runs)
+    assert merged["models"]["m"]["ratio"] == pytest.approx(12.5) and merged["ok"]
+    runs[1]["models"]["m"]["max_abs_diff"] = 1e-6
+    bench_insensitivity.refresh(merged, runs)
+    assert merged["models"]["m"]["max_abs_diff"] == 1e-6 and not merged["ok"]
+
+    def examples_run(ours, scipy, svds, agree=True, sv=1e-12):
+        counting = {"tokens": 10 ** 7, "counter_tokens": 10 ** 5, "agree_with_scipy": agree,
+                    "timing": _timed(1, {"ours": ours, "scipy": scipy, "counter": [1.0]})}
+        svd = {"agree_top10_rule": sv, "agree_all_rule": sv, "agree_top10_lanczos": sv,
+               "timing": _timed(1, {"rule": [1.0], "lanczos": [2.0], "svds": svds})}
+        return {"threads": 1, "quick": False, "ok": True, "counting": counting, "svd": svd}
+
+    runs = [examples_run([2.0], [5.0], [3.0]), examples_run([1.0], [4.0], [4.0], sv=1e-9)]
+    merged = harness.merge_trees(runs)
+    bench_examples.refresh(merged, runs)
+    assert merged["counting"]["speedup_vs_scipy"] == pytest.approx(4.0)
+    assert merged["counting"]["speedup_vs_counter"] == pytest.approx(10 ** 7 / 10 ** 5)
+    assert merged["svd"]["ratio_rule"] == pytest.approx(3.0) and merged["svd"]["ratio_lanczos"] == pytest.approx(1.5)
+    assert merged["svd"]["agree_top10_rule"] == 1e-9 and merged["ok"]
+    runs[0]["svd"]["agree_top10_rule"] = 1e-6                            # the worst agreement over processes counts
+    bench_examples.refresh(merged, runs)
+    assert not merged["ok"]
+    runs = [examples_run([2.0], [5.0], [3.0]), examples_run([2.0], [5.0], [3.0], agree=False)]
+    merged = harness.merge_trees(runs)
+    bench_examples.refresh(merged, runs)
+    assert not merged["ok"]
