@@ -14,7 +14,7 @@ Two streams of --tokens tokens each, both counted by both implementations at
   V = --vocab ranks. Unigram statistics resemble text, but almost every 4-gram
   is distinct, the hardest case for a sort-based count; reported, not gated.
 
-Timing (benchmarks/harness.py): each thread count of --threads runs in its own
+Timing (benchmarks/harness.py): each thread count of --threads runs in fresh
 processes (polars sizes its sorting pool when it starts), with torch, BLAS/OpenMP
 and polars at that count; the two sides are interleaved (vectorised, Counter,
 vectorised, …) --repeats times in a process, and each side's best run over

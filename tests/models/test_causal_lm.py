@@ -88,6 +88,25 @@ def test_sequence_logprob_is_sum_of_gathered(tiny):
     assert torch.equal(model.sequence_logprob(seqs[:, :1]), torch.zeros(4, dtype=torch.float64))
 
 
+def test_sequence_loss_is_each_windows_mean_negative_log_probability_and_its_gradient(tiny):
+    """sequence_loss against a float64 computation by hand: per window, the mean over positions 1..T−1 of
+    −log softmax(logits)[next token]; and its gradient against the same by-hand loss's gradient."""
+    model, _ = tiny
+    net = model.model
+    ids = torch.as_tensor(_sequences(n=3, t=9, seed=4))
+    got = causal_lm.sequence_loss(net, (ids,))
+    logits = net(input_ids=ids, use_cache=False).logits.double()
+    by_hand = torch.stack([torch.stack([-torch.log_softmax(logits[b, t - 1], -1)[ids[b, t]] for t in range(1, 9)]).mean()
+                           for b in range(3)])
+    assert got.shape == (3,) and got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), by_hand, atol=1e-6, rtol=0)
+    weights = torch.tensor([0.2, 1.0, -0.7])                          # unequal weights: a mix-up of windows shows
+    grads = torch.autograd.grad((weights * causal_lm.sequence_loss(net, (ids,))).sum(), list(net.parameters()))
+    ref = torch.autograd.grad((weights.double() * by_hand).sum(), list(net.parameters()))
+    for g, r in zip(grads, ref):
+        torch.testing.assert_close(g.double(), r.double(), atol=1e-6, rtol=1e-4)
+
+
 def test_heldout_loss_is_mean_cross_entropy(tiny):
     model, _ = tiny
     tokens = np.random.default_rng(3).integers(0, VOCAB, size=500)
