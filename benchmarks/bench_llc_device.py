@@ -20,8 +20,9 @@ Settings of every sampler arm: 8 chains, ε = 1e-4, γ = 300, nβ = n/ln n over 
 (the chapter's paper ``lm_*`` values, fewer windows: n sets nβ only), float32.
 
 Arms, per model: ``bare`` (one chain's forward + backward on a fresh minibatch, no sampler:
-steps/s; ``bare-flat-loss`` the same with the cross entropy handed (B·T, V) logits instead of the
-(B, V, T) transpose of the book's loss functions), ``vmap`` and ``loop`` (estimate_llc eager), ``loop-compiled`` and ``vmap-compiled``
+steps/s; ``bare-flat-loss`` and ``bare-transposed-loss`` the same with the cross entropy handed the
+logits as (B·T, V) rows, and as their (B, V, T) transpose: the mini-Pythia models' ``bare`` is the
+first, lib.models.causal_lm.sequence_loss's layout, the transformer's the second), ``vmap`` and ``loop`` (estimate_llc eager), ``loop-compiled`` and ``vmap-compiled``
 (``compile=True``; only for --compiled-models, since a cold compile of a large model takes
 minutes), and ``canonical`` (canonical-interp's LLCEstimator, compiled as by default, when it is
 importable: put its package on PYTHONPATH). A sampler arm's rate is marginal:
@@ -58,11 +59,12 @@ CHAINS, EPS, GAMMA, BATCH, N_WINDOWS = 8, 1e-4, 300.0, 32, 1024
 PYTHIA_VOCAB, PYTHIA_CONTEXT = 50304, 256
 # (short, long) draws per model: long enough that the difference is many steps, short enough for a lease
 DRAWS = {"transformer": (50, 300), "p-tiny": (10, 60), "p-small": (10, 60), "p-base": (5, 25), "p-70m": (4, 16)}
-ARMS = ("bare", "vmap", "loop", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss")
+ARMS = ("bare", "vmap", "loop", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss", "bare-transposed-loss")
 
 
 def build(name: str, device, vocab: int, context: int):
-    """(model, data tuple, per-sample loss_fn, (model returning logits, x, y) for canonical-interp, parameters)."""
+    """(model, data tuple, {arm: per-sample loss} for the bare arms (the samplers use "bare"'s), (model returning
+    logits, x, y) for canonical-interp, parameters)."""
     import torch
     from torch import nn
 
@@ -75,6 +77,7 @@ def build(name: str, device, vocab: int, context: int):
         ids = torch.randint(0, 64, (N_WINDOWS, 33), generator=g)
         canonical = (model, ids[:, :-1], ids[:, 1:])  # the model predicts tokens 1..32 from 0..31
         flat_loss = flat_layout_loss(lambda m, ids: m(ids[:, :-1]))
+        transposed_loss = transposed_layout_loss(lambda m, ids: m(ids[:, :-1]))
 
         def loss_fn(m, batch):
             return per_sequence_loss(m, batch[0])
@@ -91,6 +94,7 @@ def build(name: str, device, vocab: int, context: int):
         ids = torch.randint(0, vocab, (N_WINDOWS, context), generator=g)
         loss_fn = sequence_loss
         flat_loss = flat_layout_loss(lambda m, ids: m(input_ids=ids, use_cache=False).logits[:, :-1])
+        transposed_loss = transposed_layout_loss(lambda m, ids: m(input_ids=ids, use_cache=False).logits[:, :-1])
 
         class Logits(nn.Module):  # canonical-interp calls model(x) and hands the output to its criterion
             def __init__(self, inner):
@@ -102,13 +106,15 @@ def build(name: str, device, vocab: int, context: int):
 
         canonical = (Logits(model), ids[:, :-1], ids[:, 1:])  # logits at 0..T−2 predict tokens 1..T−1, as ours
     model = model.to(device)
-    return model, (ids.to(device),), (loss_fn, flat_loss), canonical, sum(p.numel() for p in model.parameters())
+    losses = {"bare": loss_fn, "bare-flat-loss": flat_loss, "bare-transposed-loss": transposed_loss}
+    return model, (ids.to(device),), losses, canonical, sum(p.numel() for p in model.parameters())
 
 
 def flat_layout_loss(logits_of):
     """The per-sequence mean next-token cross entropy with the logits laid out (B·T, V), the layout of
-    ``F.cross_entropy``'s fast path, instead of the (B, V, T) transpose that the book's loss functions hand it
-    (the same numbers up to float rounding): ``logits_of(model, ids)`` gives the logits of positions 0..T−2."""
+    ``F.cross_entropy``'s fast path (``lib.models.causal_lm.sequence_loss``'s since 2026-11-27), instead of the
+    (B, V, T) transpose (the same numbers up to float rounding): ``logits_of(model, ids)`` gives the logits of
+    positions 0..T−2."""
     import torch.nn.functional as F
 
     def loss(model, batch):
@@ -116,6 +122,18 @@ def flat_layout_loss(logits_of):
         logits = logits_of(model, ids)
         b, t, v = logits.shape
         return F.cross_entropy(logits.reshape(b * t, v), ids[:, 1:].reshape(b * t), reduction="none").view(b, t).mean(-1)
+
+    return loss
+
+
+def transposed_layout_loss(logits_of):
+    """The same loss with the cross entropy handed the (B, V, T) transpose of the logits: the book's loss
+    functions' layout before 2026-11-27, and still ``tiny_transformer.per_sequence_loss``'s."""
+    import torch.nn.functional as F
+
+    def loss(model, batch):
+        ids = batch[0]
+        return F.cross_entropy(logits_of(model, ids).transpose(1, 2), ids[:, 1:], reduction="none").mean(-1)
 
     return loss
 
@@ -212,7 +230,8 @@ def run_model(name: str, device, arms, peaks: dict, quick: bool, record, vocab: 
     from lib.sgld import step_flops
 
     torch._dynamo.reset()  # every model's compiles start from a clean slate (the on-disk cache stays)
-    model, data, (loss_fn, flat_loss), canonical, params = build(name, device, vocab, context)
+    model, data, losses, canonical, params = build(name, device, vocab, context)
+    loss_fn = losses["bare"]
     short, long_ = DRAWS[name]
     if quick:
         short, long_ = 2, 4
@@ -223,7 +242,7 @@ def run_model(name: str, device, arms, peaks: dict, quick: bool, record, vocab: 
         t0 = time.perf_counter()
         try:
             if arm.startswith("bare"):
-                rate = bare_rate(model, data, flat_loss if arm == "bare-flat-loss" else loss_fn, device,
+                rate = bare_rate(model, data, losses[arm], device,
                                  steps=4 if quick else 5 * long_)
                 r = dict(chain_steps_per_s=rate)
             elif arm == "canonical":

@@ -468,9 +468,9 @@ def sequence_loss(model, batch) -> torch.Tensor:
     :func:`lib.llc.estimate_llc` for a language model, with one window as one sample.
 
     The cross entropy takes the logits as B·(T−1) rows of V classes: given as the (B, V, T−1)
-    transpose instead (the same numbers), its log-softmax and backward run over strided memory,
-    2.6× slower for the whole step on a CPU (mini-Pythia, V = 2,048) and up to 5× on a GPU
-    (``benchmarks/README.md``).
+    transpose instead (the same numbers), its log-softmax and backward run over strided memory:
+    a bare forward + backward of mini-Pythia p-tiny (V = 2,048) is then 1.2× slower on two CPU
+    cores, and of p-small at the paper's vocabulary 5× slower on a GPU (``benchmarks/README.md``).
     """
     (ids,) = batch
     logits = model(input_ids=ids, use_cache=False).logits[:, :-1]
