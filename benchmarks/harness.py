@@ -15,10 +15,10 @@ conditions. On a shared machine three things break that, and this module handles
    run is reported: the best run is the one least disturbed. A side faster than
    :data:`MIN_RUN_SECONDS` is called several times per run (as ``timeit`` does) and its time per
    call kept, so that a run of a few milliseconds is not one timer reading and one cache state.
-   Some sides' speed also depends on the process they run in (``collections.Counter``'s moved by up
-   to 32 % between processes, and by a few per cent within one): :func:`main_per_thread_count` can
-   run each thread count in several fresh processes and merge their comparisons
-   (:func:`merge_comparisons`: each side's best over all of them).
+   Some sides' speed also depends on the process they run in (``collections.Counter``'s best
+   moved by up to 32 % between two runs of one process each, our vectorised count's by 6.8 %):
+   :func:`main_per_thread_count` can run each thread count in several fresh processes and merge
+   their comparisons (:func:`merge_comparisons`: each side's best over all of them).
 3. *Load.* The 1-minute load average is read before and after every timed run. A comparison in
    which it exceeded the cores by more than :data:`LOAD_MARGIN` (a run's own threads count in
    it), or which asked for more threads than there are cores, is
