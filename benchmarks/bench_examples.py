@@ -20,7 +20,7 @@ times (documents kept apart) so that the stream has at least 10^7 tokens.
    our time, and the leading singular values must agree. Ours runs BLAS on one thread at every
    count (the library's policy, lib.book.threads.solver_threads); svds gets the count given.
 
-Timing (benchmarks/harness.py): each thread count of --threads runs in its own processes (polars
+Timing (benchmarks/harness.py): each thread count of --threads runs in fresh processes (polars
 sizes its sorting pool when it starts), with torch, BLAS/OpenMP and polars at that count; within
 each part the sides are interleaved --repeats times in a process, and each side's best wall-clock
 run over --processes such processes (default 3, one after another) is reported, with the 1-minute

@@ -18,9 +18,9 @@ to it, reported separately) runs in --processes fresh processes (default 3, one 
 in each, the two sides are interleaved --repeats times, and each side's best run over all the
 processes is reported, with the 1-minute load average before and after every run. Several
 processes because both sides' speeds moved between two quiet runs (ours by 9 %, the loop by 6 %
-at one thread) more than between the runs in one. Exits 1 if the results differ by more than 1e-10, or, on a clean run (load average
-within the cores), the ratio is below --min-ratio (the issue's goal, 10×); a loaded run is
-reported, not gated. Smoke check: --k 1 --repeats 1 --processes 1.
+at one thread) more than between the runs in one. Exits 1 if the results differ by more than
+1e-10, or, on a clean run (load average within the cores), the ratio is below --min-ratio (the
+issue's goal, 10×); a loaded run is reported, not gated. Smoke check: --k 1 --repeats 1 --processes 1.
 """
 
 from __future__ import annotations

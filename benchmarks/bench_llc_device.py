@@ -22,10 +22,11 @@ Settings of every sampler arm: 8 chains, ε = 1e-4, γ = 300, nβ = n/ln n over 
 Arms, per model: ``bare`` (one chain's forward + backward on a fresh minibatch, no sampler:
 steps/s; ``bare-flat-loss`` and ``bare-transposed-loss`` the same with the cross entropy handed the
 logits as (B·T, V) rows, and as their (B, V, T) transpose: the mini-Pythia models' ``bare`` is the
-first, lib.models.causal_lm.sequence_loss's layout, the transformer's the second), ``vmap`` and ``loop`` (estimate_llc eager), ``loop-compiled`` and ``vmap-compiled``
-(``compile=True``; only for --compiled-models, since a cold compile of a large model takes
-minutes), and ``canonical`` (canonical-interp's LLCEstimator, compiled as by default, when it is
-importable: put its package on PYTHONPATH). A sampler arm's rate is marginal:
+first, lib.models.causal_lm.sequence_loss's layout, the transformer's the second), ``vmap`` and
+``loop`` (estimate_llc eager), ``loop-compiled`` and ``vmap-compiled`` (``compile=True``; only for
+--compiled-models, since a cold compile of a large model takes minutes), and ``canonical``
+(canonical-interp's LLCEstimator, compiled as by default, when it is importable: put its package
+on PYTHONPATH). A sampler arm's rate is marginal:
 after one warm-up call (which compiles, where anything compiles), two calls of ``draws_short``
 and ``draws_long`` draws are timed whole, and chain-steps/s = chains × (long − short) /
 (t_long − t_short), so that start-up work (the loss at w*, canonical-interp's pass over the
@@ -59,7 +60,8 @@ CHAINS, EPS, GAMMA, BATCH, N_WINDOWS = 8, 1e-4, 300.0, 32, 1024
 PYTHIA_VOCAB, PYTHIA_CONTEXT = 50304, 256
 # (short, long) draws per model: long enough that the difference is many steps, short enough for a lease
 DRAWS = {"transformer": (50, 300), "p-tiny": (10, 60), "p-small": (10, 60), "p-base": (5, 25), "p-70m": (4, 16)}
-ARMS = ("bare", "vmap", "loop", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss", "bare-transposed-loss")
+ARMS = ("bare", "vmap", "loop", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss",
+        "bare-transposed-loss")
 
 
 def build(name: str, device, vocab: int, context: int):
@@ -93,7 +95,7 @@ def build(name: str, device, vocab: int, context: int):
         model = GPTNeoXForCausalLM(config)
         ids = torch.randint(0, vocab, (N_WINDOWS, context), generator=g)
         loss_fn = sequence_loss
-        flat_loss = flat_layout_loss(lambda m, ids: m(input_ids=ids, use_cache=False).logits[:, :-1])
+        flat_loss = sequence_loss  # the library's loss is the (B·T, V) layout
         transposed_loss = transposed_layout_loss(lambda m, ids: m(input_ids=ids, use_cache=False).logits[:, :-1])
 
         class Logits(nn.Module):  # canonical-interp calls model(x) and hands the output to its criterion

@@ -53,14 +53,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from lib.book.threads import compute_threads, thread_environment
 
 __all__ = ["DEFAULT_THREADS", "MIN_RUN_SECONDS", "TIMING_GATE_RULE", "WARM_UP_BELOW_SECONDS", "Comparison", "SideTimes",
-           "add_arguments", "calls_per_run", "compute_threads",
-           "comparison_lines", "cores", "cpu_seconds", "fixed_pools", "interleave", "is_comparison", "is_loaded",
-           "load_average", "main_per_thread_count", "merge_comparisons", "merge_trees", "parse_threads",
+           "add_arguments", "calls_per_run", "compute_threads", "comparison_lines", "comparisons", "cores",
+           "cpu_seconds", "fixed_pools", "interleave", "is_comparison", "is_loaded", "load_average", "main_per_thread_count", "merge_comparisons", "merge_trees", "parse_threads",
            "positive_int", "run_per_thread_count", "strip_options", "thread_environment"]
 
 #: A timed run of a side lasts at least this long: a faster side is called ``calls`` times in a row per
@@ -398,21 +397,28 @@ def merge_trees(trees: Sequence[Any]) -> Any:
     return first
 
 
-def comparison_lines(tree: Any, path: str = "") -> list[str]:
-    """One line per comparison in a merged tree: each side's best, and its best in each process (ms)."""
+def comparisons(tree: Any, path: str = "") -> Iterator[tuple[str, dict]]:
+    """Every comparison (:func:`is_comparison`) in a JSON tree, with its path: dict keys joined by ``/``
+    (under a dict with a ``case``, ``name`` or ``stream``, as ``label:key``), list items as ``[i]``. A
+    comparison's own contents are not searched."""
     if is_comparison(tree):
-        parts = [f"{name} {times['best_s'] * 1e3:.4g} ms (" + ", ".join(f"{x * 1e3:.4g}" for x in
-                 times.get("process_best_s", [times["best_s"]])) + ")" for name, times in tree["sides"].items()]
-        return [f"{path or '.'} [{tree['threads']} thr]: " + "; ".join(parts)]
-    lines = []
-    if isinstance(tree, dict):
+        yield path, tree
+    elif isinstance(tree, dict):
         label = tree.get("case") or tree.get("name") or tree.get("stream")
         for key, value in tree.items():
-            lines += comparison_lines(value, f"{path}/{key}" if label is None else f"{path}/{label}:{key}")
+            yield from comparisons(value, f"{path}/{key}" if label is None else f"{path}/{label}:{key}")
     elif isinstance(tree, list):
         for i, value in enumerate(tree):
-            lines += comparison_lines(value, f"{path}[{i}]")
-    return lines
+            yield from comparisons(value, f"{path}[{i}]")
+
+
+def comparison_lines(tree: Any) -> list[str]:
+    """One line per comparison in a merged tree: each side's best, and its best in each process (ms)."""
+    return [f"{path or '.'} [{c['threads']} thr]: " + "; ".join(
+                f"{name} {times['best_s'] * 1e3:.4g} ms ("
+                + ", ".join(f"{x * 1e3:.4g}" for x in times.get("process_best_s", [times["best_s"]])) + ")"
+                for name, times in c["sides"].items())
+            for path, c in comparisons(tree)]
 
 
 def main_per_thread_count(script: str | Path, args, argv: Sequence[str], measure: Callable[[Any], int],

@@ -14,9 +14,10 @@ the same comparison:
   arm's chain-steps/s over the first "ours" arm's of the same case.
 
 A ratio is *stable* when the two runs' values differ by at most ``--max-change`` % (default 10) of
-the first. Each ratio also carries its two sides' own changes between the runs (``change_top_percent``
-for the side over, ``change_bottom_percent`` for the side under), printed under an unstable ratio,
-so that a baseline whose speed moved is told apart from code of ours that did. A comparison flagged ``loaded`` in either run (the harness's load rule) is listed but not
+the first. Each ratio also carries its two sides' own changes between the runs
+(``change_top_percent`` for the side over, ``change_bottom_percent`` for the side under), printed
+under an unstable ratio, so that a baseline whose speed moved is told apart from code of ours that
+did. A comparison flagged ``loaded`` in either run (the harness's load rule) is listed but not
 counted. Exits 1 when a counted ratio is unstable or a benchmark is missing from one run.
 """
 from __future__ import annotations
@@ -27,32 +28,25 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.harness import is_loaded  # noqa: E402
+from benchmarks.harness import comparisons, is_loaded  # noqa: E402
 
 
 def harness_ratios(node, path: str = "") -> dict[str, dict]:
-    """{path/threads/side: {ratio, loaded}} for every harness comparison in a JSON tree."""
+    """{path/threads/side: {ratio, loaded}} for every harness comparison of two or more sides in a JSON tree."""
     found = {}
-    if isinstance(node, dict):
-        if isinstance(node.get("sides"), dict) and "threads" in node and len(node["sides"]) >= 2:
-            sides = list(node["sides"].items())
-            first, base = sides[0][0], sides[0][1]["best_s"]
-            loads = [x for pair in node.get("load_average_1min", []) for x in pair]
-            # judged by the harness's current rule where the loads were recorded, else by the run's own flag
-            loaded = (is_loaded(loads, node["threads"], node.get("cores")) if loads
-                      else bool(node.get("loaded")))
-            for name, times in sides[1:]:
-                if base and times.get("best_s"):
-                    found[f"{path} [{node['threads']} thr] {name}/{first}"] = dict(
-                        ratio=times["best_s"] / base, loaded=loaded, top=(name, times["best_s"]),
-                        bottom=(first, base))
-            return found
-        label = node.get("case") or node.get("name") or node.get("stream")
-        for key, value in node.items():
-            found.update(harness_ratios(value, f"{path}/{key}" if label is None else f"{path}/{label}:{key}"))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            found.update(harness_ratios(value, f"{path}[{i}]"))
+    for where, comparison in comparisons(node, path):
+        if len(comparison["sides"]) < 2:
+            continue
+        sides = list(comparison["sides"].items())
+        first, base = sides[0][0], sides[0][1]["best_s"]
+        loads = [x for pair in comparison.get("load_average_1min", []) for x in pair]
+        # judged by the harness's current rule where the loads were recorded, else by the run's own flag
+        loaded = (is_loaded(loads, comparison["threads"], comparison.get("cores")) if loads
+                  else bool(comparison.get("loaded")))
+        for name, times in sides[1:]:
+            if base and times.get("best_s"):
+                found[f"{where} [{comparison['threads']} thr] {name}/{first}"] = dict(
+                    ratio=times["best_s"] / base, loaded=loaded, top=(name, times["best_s"]), bottom=(first, base))
     return found
 
 
