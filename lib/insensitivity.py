@@ -266,7 +266,7 @@ def coordinates(modes: Modes, f) -> np.ndarray:
     """C[α, β] = ⟨f, e_{αβ}⟩_H for f (|Σ^k| kept, |Σ^l|) or a stack (T, |Σ^k|, |Σ^l|), in the
     complete mode basis of q (Def 4.13): C = (√q ṽ_full)ᵀ F U_full. For f = q(·|·),
     C = diag(σ) (eq. 41)."""
-    Vf, Uf = modes._full_bases()
+    Vf, Uf = modes.full_bases()
     f = np.asarray(f, dtype=np.float64)
     left = Vf * np.sqrt(modes.q_x)[:, None]
     return np.einsum("xa,...xy,yb->...ab", left, f, Uf, optimize=True)
@@ -294,7 +294,7 @@ def model_propensities(modes: Modes, p, alphas=None) -> np.ndarray:
 
     with φ_α = ⟨v_α, e_x⟩_V over a complete basis of V_k. Σ_α ρ^p_α = p, and for p = q this
     is ρ_α of Def 4.9. Returns (len(alphas), |Σ^k|, |Σ^l|) (default: all |Σ^k| directions)."""
-    Vf, _ = modes._full_bases()
+    Vf, _ = modes.full_bases()
     phi = Vf / np.sqrt(modes.q_x)[:, None]
     a = np.arange(Vf.shape[1]) if alphas is None else np.atleast_1d(alphas)
     reads = np.einsum("x,xa,xy->ay", modes.q_x, phi[:, a], np.asarray(p, dtype=np.float64))

@@ -328,7 +328,9 @@ class Modes:
         return np.einsum("xa,ya->axy", coef * self.sigma[a], self.u[:, a], optimize=True)
 
     # -- mode basis (Def 4.13, Lemma 4.14, eq. 41) -------------------------------
-    def _full_bases(self):
+    def full_bases(self) -> tuple[np.ndarray, np.ndarray]:
+        """(V_full, U_full): the ṽ_α and the u_β completed to orthonormal bases of R^{Σ^k} and R^{Σ^l}
+        (deterministic completions, by QR; computed once and kept). Needs all modes (``from_joint``)."""
         if not self.complete:
             raise ValueError("the mode basis needs all modes: build with Modes.from_joint")
         if self._v_full is None:
@@ -342,7 +344,7 @@ class Modes:
         (the u_β, completed; completions are deterministic, by QR). The e_{αβ} are an
         orthonormal basis of H_{k,l} (Lemma 4.14), q(·|·) = Σ_α σ_α e_{αα} and
         ⟨q(·|·), e_{αβ}⟩_H = σ_α δ_{αβ} (eq. 41, with σ_α = 0 beyond the modes)."""
-        Vf, Uf = self._full_bases()
+        Vf, Uf = self.full_bases()
         if not (0 <= alpha < Vf.shape[1] and 0 <= beta < Uf.shape[1]):
             raise IndexError(f"need 0 <= alpha < {Vf.shape[1]} and 0 <= beta < {Uf.shape[1]}, got ({alpha}, {beta})")
         return np.outer(Vf[:, alpha] / self._sqrt_q, Uf[:, beta])
@@ -635,7 +637,7 @@ class Modes:
     def mode_basis_stack(self, max_entries: int = 2 * 10 ** 7) -> np.ndarray:
         """Every e_{αβ} of Def 4.13 (α over the completed basis of V_k, β over that of R^{Σ^l}),
         stacked in the order (α, β) → α·|Σ^l| + β: shape (|Σ^k|·|Σ^l|, |Σ^k|, |Σ^l|)."""
-        Vf, Uf = self._full_bases()
+        Vf, Uf = self.full_bases()
         n_x, n_y = self.shape
         if (n_x * n_y) ** 2 > max_entries:
             raise ValueError(f"the mode basis has {(n_x * n_y) ** 2:.2e} entries (> {max_entries:.0e}); "
@@ -721,7 +723,7 @@ class Modes:
         chi = self._check_chi(chi)
         if chi == 0:
             return 0.0
-        Vf, Uf = self._full_bases()
+        Vf, Uf = self.full_bases()
         cond = self.conditional
         cond = cond.toarray() if sp.issparse(cond) else cond
         diff = cond - self.naive_truncation(chi)

@@ -280,7 +280,7 @@ def test_learning_order_on_a_trajectory_made_by_hand(ladder):
     "disagrees"."""
     modes = ladder.modes
     r = modes.rank
-    Vf, Uf = modes._full_bases()
+    Vf, Uf = modes.full_bases()
     uniform = np.full(modes.shape, 1.0 / modes.shape[1])
     steps = np.arange(0, 2001, 10)
 
