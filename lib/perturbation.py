@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .languages import bigram_violation, planted_language
+
 
 def _fd_weights(n_points: int, derivative: int) -> np.ndarray:
     """Weights w with Σ_j w_j f(j) = f^{(d)}(0) for every polynomial f of degree < n_points."""
@@ -228,8 +230,6 @@ def planted_noise_study(k: int, l: int, etas, seed: int = 0, h: float = 1e-3, **
     grows, against first- and second-order perturbation theory at η = 0 (M₁, M₂ by
     ``taylor_coefficients`` with step h) and against Wedin's bound. Every history must have
     q(x) > 0 at η = 0 (true for k = 1), so that M(η) is smooth."""
-    from .languages import bigram_violation, planted_language
-
     def lang(eta):
         return planted_language(k, l, noise=eta, rng=seed, **planted)
 
