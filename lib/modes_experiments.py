@@ -1,7 +1,7 @@
 """The experiments of the chapter "Modes", each a function returning a result object.
 
 The mathematics lives in :mod:`lib.modes` (modes, propensities, the mode basis, the effective
-distribution, principal angles) and :mod:`lib.languages` (the exact languages). This module runs
+distribution), :mod:`lib.linalg` (principal angles) and :mod:`lib.languages` (the exact languages). This module runs
 it over the chapter's languages and orders (k, l) and gathers what the chapter records, draws and
 tabulates, so that each chapter cell is a call, a few records and a table or a figure:
 
