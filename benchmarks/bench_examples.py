@@ -48,6 +48,7 @@ import scipy.sparse.linalg as spla  # noqa: E402
 
 from benchmarks.harness import TIMING_GATE_RULE, add_arguments, interleave, main_per_thread_count  # noqa: E402
 from lib import empirical_modes as em  # noqa: E402
+from lib import examples_experiments as ex  # noqa: E402
 from lib.text.ngrams import count_ngrams_counter  # noqa: E402
 
 
@@ -140,7 +141,7 @@ def measure(args) -> int:
     """The benchmark at one thread count (this process's pools were started at it)."""
     threads, R = args.threads[0], args.repeats
     k, l = args.kl
-    _, tok, stream = em.load_token_stream("default", "bpe:2048", 1000.0, seed=0)
+    _, tok, stream = ex.load_token_stream("default", "bpe:2048", 1000.0, seed=0)
     V = tok.vocab_size
     tokens, offsets = tile(stream.tokens, stream.doc_offsets, args.copies)
     n = len(tokens)

@@ -105,10 +105,10 @@ def main(argv=None) -> int:
 
 def measure(args) -> int:
     """The benchmark at one thread count (this process's pools were started at it)."""
-    from lib import empirical_modes as em
+    from lib import examples_experiments as ex
 
     threads = args.threads[0]
-    _, tok, stream = em.load_token_stream("default", "bpe:2048", 1000.0, seed=0)
+    _, tok, stream = ex.load_token_stream("default", "bpe:2048", 1000.0, seed=0)
     if len(stream.tokens) < args.tokens:
         raise SystemExit(f"the corpus has {len(stream.tokens):,} tokens, fewer than --tokens {args.tokens:,}")
     corpus_tokens = stream.tokens[:args.tokens]

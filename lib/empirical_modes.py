@@ -50,21 +50,36 @@ exact collective bigram).
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .book.tables import Raw, markdown_table, md_escape  # noqa: F401  (Raw, markdown_table: used by chapters as em.*)
+from .book.moved import forward_moved
+from .book.tables import md_escape, table
 from .book.threads import solver_threads
+from .languages import bigram_violation
+from .linalg import randomized_svd, subspace_overlap  # noqa: F401  (subspace_overlap: its old name here)
+from .modes import Modes, planted_mode_errors
 from .text.ngrams import count_ngrams
 
 RANDOMIZED_ABOVE = 5000      # the paper's rule: randomized SVD when min(shape) > 5000
 SMOOTHINGS = ("observed", "full", "none")
 OPERATORS = ("conditional", "weighted")
+
+# The Examples chapter's studies moved to lib.examples_experiments, and the tables' helpers live in
+# lib.book.tables: their old names here still answer (lib.book.moved), without an import upwards.
+_MOVED = dict.fromkeys((
+    "PLANTED_COLLECTIVE", "PLANTED_MAX_LENGTH", "require_sweep_order", "planted_orders_problem",
+    "planted_lemma_study", "planted_lemma_summary", "OrderAnalysis", "analyse_order", "counting_rows", "svd_rows",
+    "STAND_INS", "representative_components", "MethodAgreement", "method_agreement", "max_tied", "smoothing_sweep",
+    "overlap_rows", "mean_log_count", "random_overlap_baseline", "load_token_stream", "text_statistics",
+    "shuffled_null", "BYTES_PER_TOKEN", "COUNT_BYTES_PER_TOKEN", "DEFAULT_CORPUS_MB", "corpus_tokens",
+    "counting_cost", "components_cost", "heavy_steps"), "lib.examples_experiments")
+__getattr__ = forward_moved(__name__, {**_MOVED, "Raw": "lib.book.tables", "markdown_table": "lib.book.tables"})
 
 
 # ---------------------------------------------------------------------------
@@ -251,7 +266,8 @@ def top_components(A, r: int = 100, method: str = "auto", seed: int = 0, n_iter:
         if method == "lanczos":
             U, s, Vt = spla.svds(A, k=int(r), v0=rng.standard_normal(min(m, n)), solver="arpack")
         elif method == "randomized":
-            U, s, Vt = randomized_svd(A, int(r), n_oversamples, n_iter, rng)
+            U, s, Vt = randomized_svd(A, int(r), n_oversamples, n_iter, rng, orthonormalize="cholqr2",
+                                      transpose_csr=True)
         else:
             D = A.toarray() if hasattr(A, "toarray") else np.asarray(A)
             U, s, Vt = np.linalg.svd(D, full_matrices=False)
@@ -259,35 +275,6 @@ def top_components(A, r: int = 100, method: str = "auto", seed: int = 0, n_iter:
     seconds = time.perf_counter() - t0
     order = np.argsort(s)[::-1]
     return SVDResult(np.ascontiguousarray(U[:, order]), s[order], np.ascontiguousarray(Vt[order]), method, seconds)
-
-
-def _orthonormalize(Y: np.ndarray) -> np.ndarray:
-    """Orthonormal basis of the columns of a tall Y: Cholesky QR twice (CholQR2; BLAS-3, about
-    3× faster than Householder QR here), falling back to QR if YᵀY is numerically singular."""
-    try:
-        for _ in range(2):
-            R = np.linalg.cholesky(Y.T @ Y)
-            Y = sla.solve_triangular(R, Y.T, lower=True).T
-        return np.ascontiguousarray(Y)
-    except np.linalg.LinAlgError:
-        return np.linalg.qr(Y)[0]
-
-
-def randomized_svd(A, r: int, n_oversamples: int = 10, n_iter: int = 7, rng=None):
-    """Top-r SVD of A (m × n: sparse, dense or LinearOperator) by randomized range finding with
-    subspace iteration (Halko, Martinsson & Tropp 2011, Alg. 4.4 and 5.1), re-orthonormalised by
-    CholQR2 after every product. Returns (U (m, r), s (r,), Vt (r, n))."""
-    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    m, n = A.shape
-    At = A.T.tocsr() if sp.issparse(A) else A.T
-    ell = min(r + n_oversamples, m, n)
-    Q = _orthonormalize(np.asarray(A @ rng.standard_normal((n, ell))))
-    for _ in range(n_iter):
-        Z = _orthonormalize(np.asarray(At @ Q))
-        Q = _orthonormalize(np.asarray(A @ Z))
-    Bt = np.asarray(At @ Q)                                  # (QᵀA)ᵀ, n × ell
-    Vb, s, UbT = np.linalg.svd(Bt, full_matrices=False)     # QᵀA = Ub s Vbᵀ
-    return Q @ UbT.T[:, :r], s[:r], Vb[:, :r].T
 
 
 def singular_value_agreement(s_a, s_b, n: int | None = None) -> float:
@@ -502,9 +489,6 @@ def check_bigram_modes(lang, k: int, l: int, modes=None, tol: float = 1e-9) -> l
     """Compare the modes that ``lang.predicted_modes()`` (a ``PlantedLanguage``) predicts for
     joint(k, l) with a dense SVD (``lib.modes.Modes.from_joint``; pass ``modes`` to reuse one).
     σ and vector errors come from ``lib.modes.planted_mode_errors``; this adds the propensities."""
-    from .languages import bigram_violation
-    from .modes import Modes, planted_mode_errors
-
     joint = lang.joint(k, l)
     if modes is None:
         modes = Modes.from_joint(joint, zero_rows="drop")
@@ -631,8 +615,6 @@ def component_table(em: EmpiricalModes, alpha: int, tokenizer, n_top: int = 8, t
             f"(within {100 * tie_rtol:g}%); y-mass on the dominant continuation {cp.y_mass:.2f}; "
             f"bigram overlap {cp.bigram_overlap:.2f} with |S\\*| = {cp.best_set_size}; "
             f"q(y\\*|S\\*) = {cp.q_y_given_S:.2f}, q(S\\*|y\\*) = {cp.q_S_given_y:.2f}.")
-    from .book.tables import table
-
     rows = []
     for i in range(n_top):
         yi, xi = cp.y_top[i], cp.x_top[i]
@@ -661,390 +643,17 @@ def snippets_markdown(search: SnippetSearch, tokenizer, counts: SequenceCounts) 
                 + tokenizer.decode(s.after))
         texts.append(f"[document {s.document}, token {s.position}]\n…{body}…")
     text = "\n\n".join(texts)
-    run = max([len(m) for m in __import__("re").findall(r"`+|~+", text)] + [2]) + 1
+    run = max([len(m) for m in re.findall(r"`+|~+", text)] + [2]) + 1
     fence = "~" * max(run, 3)
     return head + "\n\n" + fence + "text\n" + text + "\n" + fence
 
 
 # ---------------------------------------------------------------------------
-# 7. Studies the chapter runs (thin wrappers, so that the chapter holds no logic)
+# 7. A shuffled corpus (the null model of the Examples chapter; also lib.lenses)
 # ---------------------------------------------------------------------------
-
-PLANTED_COLLECTIVE = ((0.02, 0.015), (0.01, 0.01, 0.012))
-PLANTED_MAX_LENGTH = 4  # k + l of a planted-bigram check (see planted_orders_problem)
-
-
-def require_sweep_order(orders, sweep_order) -> None:
-    """Refuse (:class:`lib.book.parameters.ParameterError`, naming the parameter) a smoothing-sweep
-    order [k, l] that is not the (k, l) of one of ``orders`` ([k, l, threshold] each): the sweep
-    reads the counts and modes computed for that order."""
-    from .book.parameters import ParameterError
-
-    known = [list(o[:2]) for o in orders]
-    if list(sweep_order) not in known:
-        raise ParameterError(f"parameter 'sweep_order': allowed values are the [k, l] of one of the orders {known}; "
-                             f"got {list(sweep_order)!r}")
-
-
-def planted_orders_problem(orders) -> str | None:
-    """Why the (k, l) of :func:`planted_lemma_study` cannot be run, in a sentence, or None.
-
-    The check takes a dense SVD of the planted language's joint over Σ^k × Σ^l. With the default
-    bigrams (two absolute, collective ones of two and three histories) the planted alphabet has
-    |Σ| = 4 + 7k + 4l tokens (background, reserved history and continuation tokens), so
-    k + l = 4 is the longest order whose joint stays within ``lib.languages.DENSE_LIMIT``
-    (|Σ|^(k+l) = 29^4 at (3, 1); 33^5 > 2^24 at (3, 2)). Used by the Examples chapter's
-    declaration (``validate:``), so that a wrong order is refused before any work."""
-    for i, order in enumerate(orders):
-        k, l = order
-        if k + l > PLANTED_MAX_LENGTH:
-            return (f"item [{i}] = {list(order)}: k + l = {k + l} is above {PLANTED_MAX_LENGTH}, the longest planted "
-                    f"joint that stays dense (|Σ|^(k+l) with |Σ| = 4 + 7k + 4l)")
-    return None
-
-
-def planted_lemma_study(orders, n_languages: int, seed: int = 0, background_size: int = 4,
-                        absolute=(0.06, 0.03), collective=PLANTED_COLLECTIVE) -> list[dict]:
-    """``check_bigram_modes`` on ``n_languages`` random planted languages (backgrounds drawn from
-    seed, seed+1, …) for every (k, l) in ``orders``: one row per planted bigram."""
-    from .languages import planted_language
-
-    rows = []
-    for k, l in orders:
-        for i in range(n_languages):
-            lang = planted_language(k, l, background_size, absolute, collective, rng=seed + i)
-            for c in check_bigram_modes(lang, k, l):
-                rows.append(dict(k=k, l=l, language=seed + i, alphabet=lang.alphabet_size, kind=c.kind, size=c.size,
-                                 mode=c.mode, cluster=c.cluster, sigma=c.sigma_predicted, sigma_error=c.sigma_error,
-                                 vector_error=c.vector_error, own_propensity_error=c.own_propensity_error,
-                                 other_propensity_max=c.other_propensity_max, violation=c.violation))
-    return rows
-
-
-def planted_lemma_summary(rows: list[dict]) -> list[dict]:
-    """:func:`planted_lemma_study`'s rows summed up per (k, l) and kind of bigram: how many were
-    checked, and the largest error in σ, in the vectors, of the own-mode propensities (against the
-    indicator of the bigram) and of the other modes' propensities (against 0)."""
-    out = []
-    for k, l in dict.fromkeys((r["k"], r["l"]) for r in rows):
-        for kind in ("absolute", "collective"):
-            sel = [r for r in rows if (r["k"], r["l"], r["kind"]) == (k, l, kind)]
-            if sel:
-                out.append({"(k, l)": (k, l), "bigram": kind, "checked": len(sel),
-                            "σ error": max(r["sigma_error"] for r in sel),
-                            "vector error": max(r["vector_error"] for r in sel),
-                            "own propensity": max(r["own_propensity_error"] for r in sel),
-                            "other propensities": max(r["other_propensity_max"] for r in sel)})
-    return out
-
-
-@dataclass
-class OrderAnalysis:
-    """Everything the chapter computes for one (k, l) of real text."""
-
-    k: int
-    l: int
-    counts: SequenceCounts
-    P: EmpiricalModes            # the paper's matrix, smoothing α
-    P0: EmpiricalModes           # the same without smoothing (α = 0): P(y|x) = c(xy)/c(x)
-    M: EmpiricalModes            # the weighted operator
-    count_seconds: float
-
-
-def analyse_order(tokens, doc_offsets, vocab_size, k: int, l: int, min_count: int, r: int = 100,
-                  alpha: float = 1.0, smoothing: str = "observed", seed: int = 0) -> OrderAnalysis:
-    """Count and threshold (App. B), then the top-r components of P (α), P (α = 0) and M, each by
-    the paper's randomized/Lanczos rule. A kept matrix with fewer than r + 1 rows or columns (a high
-    threshold on a small corpus) gives its min(shape) − 1 leading components, all the rule can return."""
-    t0 = time.perf_counter()
-    counts = count_sequences(tokens, k, l, doc_offsets, vocab_size, min_count)
-    t_count = time.perf_counter() - t0
-    if min(counts.shape) < 2:
-        raise ValueError(f"order (k, l) = ({k}, {l}) at threshold {min_count} keeps a {counts.shape[0]} × "
-                         f"{counts.shape[1]} matrix: too few histories or continuations for any component; "
-                         "lower the threshold or read a larger corpus")
-    r = min(r, min(counts.shape) - 1)
-    P = conditional_modes(counts, r, alpha, smoothing, seed=seed)
-    P0 = conditional_modes(counts, r, 0.0, "none", seed=seed)
-    M = weighted_modes(counts, r, seed=seed)
-    return OrderAnalysis(k, l, counts, P, P0, M, t_count)
-
-
-def counting_rows(analyses: dict) -> list[dict]:
-    """Per order (k, l) of real text: the threshold, the histories seen, the kept matrix's shape and
-    non-zeros, and the share of windows kept (``analyses``: (k, l) → :class:`OrderAnalysis`)."""
-    return [{"(k, l)": (A.k, A.l), "threshold t": A.counts.min_x_count, "histories seen": A.counts.n_x_seen,
-             "kept x × y": f"{A.counts.shape[0]:,} × {A.counts.shape[1]:,}", "non-zeros": A.counts.counts.nnz,
-             "windows kept": A.counts.kept_fraction} for A in analyses.values()]
-
-
-def svd_rows(analyses: dict) -> list[dict]:
-    """Per order: the SVD method the paper's rule picks, the top singular value of P and of M, and
-    the seconds spent counting and on each SVD."""
-    return [{"(k, l)": (A.k, A.l), "SVD (rule)": A.P.method, "σ₁ of P": A.P.sigma[0], "σ₁ of M": A.M.sigma[0],
-             "count (s)": round(A.count_seconds, 2), "SVD of P (s)": round(A.P.seconds, 1),
-             "SVD of M (s)": round(A.M.seconds, 1)} for A in analyses.values()]
-
-
-STAND_INS = ("Example 5.7 (a top component)", "Examples 5.9 and 5.10 (single leading components)",
-             "the reading after Example 5.8 (a perturbed collective bigram)", "Example 5.8 (a seventh component)")
-
-
-def representative_components(analyses: dict, sweep_order) -> list[tuple[EmpiricalModes, int, str]]:
-    """Components of M that stand in for the paper's Examples 5.7–5.11, as (modes, index, which
-    example): the leading mode of the first order, the leading mode at the sweep order, the most
-    bigram-like of the first ten at the longest k (the reading after Example 5.8), and the seventh
-    at the longest l (Example 5.8 shows a seventh component)."""
-    orders = list(analyses.values())
-    longest_k = next(A for A in orders if A.k == max(a.k for a in orders))
-    longest_l = next(A for A in orders if A.l == max(a.l for a in orders))
-    picks = [(orders[0].M, 0), (analyses[tuple(sweep_order)].M, 0),
-             (longest_k.M, int(np.argmax(longest_k.M.bigram_overlaps()[:10]))),
-             (longest_l.M, min(6, longest_l.M.n_modes - 1))]
-    return [(modes, alpha, example) for (modes, alpha), example in zip(picks, STAND_INS)]
-
-
-@dataclass
-class MethodAgreement:
-    """:func:`method_agreement`: per operator ('P', 'M'), the largest relative difference between the
-    Lanczos and the randomized singular values, over the top 10 (``top10``) and all r (``all``), and
-    each method's seconds (``seconds[operator][method]``)."""
-
-    top10: dict
-    all: dict
-    seconds: dict
-
-
-def method_agreement(counts: SequenceCounts, r: int, alpha: float, smoothing: str = "observed",
-                     seed: int = 0) -> MethodAgreement:
-    """Both SVD methods (randomized and Lanczos) on the paper's P and on M of one count table, so that
-    the one the paper's rule did not pick is checked against the one it did (App. B)."""
-    top10, every, seconds = {}, {}, {}
-    for name, mat in (("P", conditional_matrix(counts, alpha, smoothing)), ("M", weighted_matrix(counts))):
-        res = {m: top_components(mat, r, m, seed=seed) for m in ("lanczos", "randomized")}
-        top10[name] = singular_value_agreement(res["lanczos"].s, res["randomized"].s, 10)
-        every[name] = singular_value_agreement(res["lanczos"].s, res["randomized"].s)
-        seconds[name] = {m: x.seconds for m, x in res.items()}
-    return MethodAgreement(top10, every, seconds)
-
-
-def max_tied(em: EmpiricalModes, tie_rtol: float = 1e-2, n_modes: int = 10) -> int:
-    """The most histories tied at the top x-loading among the ``n_modes`` leading modes."""
-    return int(max(em.component(a, tie_rtol=tie_rtol).n_tied for a in range(min(n_modes, em.n_modes))))
-
-
-def smoothing_sweep(analysis: OrderAnalysis, alphas, alpha: float, r: int, smoothing: str = "observed",
-                    tie_rtol: float = 1e-2, seed: int = 0, overlap_cut: float = 0.7) -> list[dict]:
-    """The paper's P at each smoothing a of ``alphas`` (a = 0 and a = ``alpha`` reuse the analysis's
-    P0 and P), and the weighted M, at one order: the mean log10 c(x) of the 10 leading modes'
-    histories, the most tied histories among them, the share of modes with bigram overlap at least
-    ``overlap_cut``, and the overlap of the top-10 continuation subspace with M's."""
-    A = analysis
-    rows = []
-    for a in alphas:
-        Pa = A.P0 if a == 0 else (A.P if a == alpha else conditional_modes(A.counts, r, a, smoothing, seed=seed))
-        rows.append({"operator": f"P, a = {a:g}", "mean log₁₀ c(x)": mean_log_count(Pa),
-                     "most tied histories": max_tied(Pa, tie_rtol), "share with overlap ≥ 0.7":
-                     float(np.mean(Pa.bigram_overlaps() >= overlap_cut)),
-                     "continuation overlap with M": subspace_overlap(Pa.y_vectors, A.M.y_vectors, 10)})
-    rows.append({"operator": "M", "mean log₁₀ c(x)": mean_log_count(A.M), "most tied histories": max_tied(A.M, tie_rtol),
-                 "share with overlap ≥ 0.7": float(np.mean(A.M.bigram_overlaps() >= overlap_cut)),
-                 "continuation overlap with M": 1.0})
-    return rows
-
-
-def overlap_rows(analyses: dict, cut: float = 0.7) -> list[dict]:
-    """Per order: the median bigram overlap of the modes of M and of P, and the share at least ``cut``."""
-    return [{"(k, l)": (A.k, A.l), "M: median overlap": float(np.median(A.M.bigram_overlaps())),
-             "M: share ≥ 0.7": float(np.mean(A.M.bigram_overlaps() >= cut)),
-             "P: median overlap": float(np.median(A.P.bigram_overlaps())),
-             "P: share ≥ 0.7": float(np.mean(A.P.bigram_overlaps() >= cut))} for A in analyses.values()]
-
-
-def mean_log_count(em: EmpiricalModes, n_modes: int = 10) -> float:
-    """Average over the leading ``n_modes`` of Σ_x x_vector(x)² log10 c(x): the typical frequency
-    (in decades) of the histories a mode's x side sits on (Euclidean-unit x vectors: U of P, ṽ of M)."""
-    logc = np.log10(em.counts.x_counts)
-    return float(np.mean([(em.x_vectors[:, a] ** 2) @ logc for a in range(min(n_modes, em.n_modes))]))
-
-
-def subspace_overlap(A, B, r: int) -> float:
-    """‖A_rᵀ B_r‖_F² / r for orthonormal columns: mean squared cosine of the principal angles
-    between the spans of the first r columns (1 = same subspace, r/n for random ones)."""
-    return float(np.linalg.norm(A[:, :r].T @ B[:, :r]) ** 2 / r)
-
-
-def random_overlap_baseline(em: EmpiricalModes, n: int = 100, seed: int = 0) -> np.ndarray:
-    """Bigram overlaps of ``n`` random unit directions in the operator's coordinates (Gaussian
-    x and y vectors, same shapes and x-side weights as ``em``): what chance gives."""
-    rng = np.random.default_rng(seed)
-    n_x, n_y = em.x_vectors.shape[0], em.y_vectors.shape[0]
-    out = np.empty(n)
-    for i in range(n):
-        b = rng.standard_normal(n_y)
-        b /= np.linalg.norm(b)
-        xv = rng.standard_normal(n_x)
-        xv /= np.linalg.norm(xv)
-        g = xv / np.sqrt(em.x_weights)
-        if g[np.argmax(np.abs(g))] < 0:
-            g = -g
-        _, cos = best_collective_set(g, em.x_weights)
-        out[i] = np.abs(b).max() * cos
-    return out
-
-
-def load_token_stream(corpus: str, tokenizer: str, max_corpus_mb: float, seed: int = 0):
-    """(corpus, tokenizer, token stream of the whole corpus). A 'bpe:<V>' tokenizer is trained on
-    the training documents of the book's split (as in the introduction), so it is the same one."""
-    from .text import corpus as corpora, tokenization
-
-    options = {"max_bytes": int(max_corpus_mb * 1e6)} if corpus.startswith("hf:") else {}
-    text = corpora.load_corpus(corpus, **options)
-    train_idx, _ = text.split(heldout_fraction=0.1, seed=seed)
-    tok = tokenization.get_tokenizer(tokenizer, corpus=text.subset(train_idx) if tokenizer.startswith("bpe:") else None)
-    return text, tok, tokenization.encode_corpus(text, tok)
-
-
-# ---------------------------------------------------------------------------
-# 8. The statistics of §5.2 on real text, and a shuffled-corpus null model
-# ---------------------------------------------------------------------------
-
-def text_statistics(M_by_order: dict, P_sweep: EmpiricalModes, sweep_order, tie_rtol: float = 1e-2,
-                    n_tie_modes: int = 10, n_mass_modes: int = 20, overlap_cut: float = 0.7) -> dict:
-    """The numbers with which the book measures the paper's reading of its examples (§5.2, after
-    Example 5.8), from the top modes of M at every order (``M_by_order``: (k, l) → EmpiricalModes
-    of the weighted operator) and of the paper's smoothed P at the sweep order:
-
-    ``smoothed_max_tied``  most histories tied at the top x-loading among P's ``n_tie_modes`` leading modes
-    ``weighted_max_tied``  the same for M at the sweep order
-    ``median_y_mass``      median over M's ``n_mass_modes`` leading modes (sweep order) of the share
-                           of the y side on its dominant continuation
-    ``collective_fraction`` share of all computed modes of M, pooled over the orders, whose bigram
-                           overlap is at least ``overlap_cut``
-    One function for the corpus and for its null (:func:`shuffled_null`), so both are measured alike."""
-    sweep_order = tuple(sweep_order)
-    if sweep_order not in M_by_order:
-        raise ValueError(f"sweep_order {list(sweep_order)} must be one of the orders {[list(o) for o in M_by_order]}")
-    M = M_by_order[sweep_order]
-    overlaps = np.concatenate([E.bigram_overlaps() for E in M_by_order.values()])
-    return dict(smoothed_max_tied=max_tied(P_sweep, tie_rtol, n_tie_modes), weighted_max_tied=max_tied(M, tie_rtol, n_tie_modes),
-                median_y_mass=float(np.median([M.component(a, tie_rtol=tie_rtol).y_mass
-                                               for a in range(min(n_mass_modes, M.n_modes))])),
-                collective_fraction=float(np.mean(overlaps >= overlap_cut)))
-
 
 def shuffle_tokens(tokens, seed: int = 0) -> np.ndarray:
     """The token stream in a uniformly random order (``seed``): same length, same token counts and
     same document boundaries (positions), but no sequential structure — a 'random language of the
     same size' whose every history is followed by draws from the unigram law."""
     return np.random.default_rng(seed).permutation(np.asarray(tokens))
-
-
-def shuffled_null(tokens, doc_offsets, vocab_size, orders, sweep_order, n_shuffles: int, r: int = 100,
-                  alpha: float = 1.0, smoothing: str = "observed", tie_rtol: float = 1e-2, seed: int = 0) -> list[dict]:
-    """:func:`text_statistics` on ``n_shuffles`` shuffled copies of the corpus (:func:`shuffle_tokens`,
-    seeds seed, seed+1, …), counted and thresholded exactly as the corpus (``orders``: [k, l, t]),
-    with top-r modes of M at every order and of the smoothed P at the sweep order. One dict per
-    shuffle; orders whose thresholded matrix is too small for r modes use min(shape) − 1."""
-    if not (isinstance(n_shuffles, (int, np.integer)) and n_shuffles >= 1):
-        raise ValueError(f"n_shuffles must be an integer >= 1, got {n_shuffles!r}")
-    sweep_order = tuple(sweep_order)
-    if sweep_order not in [tuple(o[:2]) for o in orders]:
-        raise ValueError(f"sweep_order {list(sweep_order)} must be one of the orders {[list(o[:2]) for o in orders]}")
-    out = []
-    for i in range(int(n_shuffles)):
-        shuffled = shuffle_tokens(tokens, seed + i)
-        Ms, P = {}, None
-        for k, l, t in orders:
-            counts = count_sequences(shuffled, k, l, doc_offsets, vocab_size, t)
-            rr = min(r, min(counts.shape) - 1)
-            if rr < 1:
-                continue
-            Ms[(k, l)] = weighted_modes(counts, rr, seed=seed)
-            if (k, l) == sweep_order:
-                P = conditional_modes(counts, rr, alpha, smoothing, seed=seed)
-        if P is None:
-            raise ValueError(f"the shuffled corpus keeps too few histories at the sweep order {list(sweep_order)}")
-        out.append(text_statistics(Ms, P, sweep_order, tie_rtol))
-    return out
-
-
-# ---------------------------------------------------------------------------
-# What the chapter costs
-# ---------------------------------------------------------------------------
-
-BYTES_PER_TOKEN = 3.0         # corpus bytes per token: fewer than GPT-NeoX's ~4 on English, so more tokens
-COUNT_BYTES_PER_TOKEN = 96    # counting's peak per corpus token (traced at 10^6 tokens: 31 to 82, V = 2048 and 50304)
-
-
-DEFAULT_CORPUS_MB = 16.0      # the offline default corpus, at most (lib.text.corpus: the pinned environment's docs)
-
-
-def corpus_tokens(values: dict) -> int:
-    """Tokens of the corpus a run reads, at most, at :data:`BYTES_PER_TOKEN`: ``max_corpus_mb`` of a
-    streamed corpus, the offline default's :data:`DEFAULT_CORPUS_MB`, a local file or folder's size."""
-    from pathlib import Path
-
-    corpus = values["corpus"]
-    if corpus.startswith("hf:"):
-        mb = values["max_corpus_mb"]
-    elif corpus == "default":
-        mb = DEFAULT_CORPUS_MB
-    else:
-        path = Path(corpus)
-        files = [path] if path.is_file() else list(path.rglob("*")) if path.is_dir() else []
-        mb = sum(f.stat().st_size for f in files if f.is_file()) / 1e6
-    return int(mb * 1e6 / BYTES_PER_TOKEN)
-
-
-def counting_cost(n_tokens: int, k: int, l: int, vocab_size: int = 50304) -> tuple[float, float]:
-    """(peak bytes, operations) of :func:`count_sequences` on ``n_tokens`` tokens: the windows' int64
-    codes, their sort and the sparse table, :data:`COUNT_BYTES_PER_TOKEN` bytes a token, plus the dense
-    table of continuations (a bool and an int64 rank per code) that ``lib.text.ngrams`` uses when V^l is
-    at most max(4n, 2^24); and a sort of n windows of k + l tokens (n·log₂n·(k + l) comparisons)."""
-    dense = float(vocab_size) ** l <= max(4 * n_tokens + 1024, 2 ** 24)
-    peak = COUNT_BYTES_PER_TOKEN * n_tokens + (9.0 * vocab_size ** l if dense else 0.0)
-    return float(peak), float(n_tokens * max(1.0, np.log2(max(n_tokens, 2))) * (k + l))
-
-
-def components_cost(n_tokens: int, min_count: int, r: int, n_iter: int = 7, n_oversamples: int = 10,
-                    vocab_size: int = 50304, k: int = 1, l: int = 1) -> tuple[float, float]:
-    """(peak bytes, FLOPs) of the top-r components of P, P (a = 0) and M at one order
-    (:func:`analyse_order`) from a corpus of ``n_tokens``: at most min(V^k, n/t) histories reach the
-    threshold t, as many continuations (min(V^l, n/t): they are thresholded alike) and n non-zeros. Three sparse matrices (values, indices, their
-    transposes: 24 bytes a non-zero each), and the randomized SVD's blocks of (rows + columns) × (r + p)
-    float64 (three at once: the block, its product, the QR's workspace). FLOPs: 2·(n_iter + 1) products with the matrix and its transpose,
-    2·nnz·(r + p) each, and as many QRs, 4·(rows + cols)·(r + p)², for each of the three matrices."""
-    rows, cols = min(float(vocab_size) ** k, n_tokens / min_count), min(float(vocab_size) ** l, n_tokens / min_count)
-    nnz = min(float(n_tokens), rows * cols)
-    ell = r + n_oversamples
-    peak = 3 * 24 * nnz + 8 * 3 * (rows + cols) * ell
-    flops = 3 * (n_iter + 1) * 2 * (2 * 2 * nnz * ell + 4 * (rows + cols) * ell ** 2)
-    return float(peak), float(flops)
-
-
-def heavy_steps(values: dict) -> list:
-    """The chapter's heavy steps for its resolved parameters ``values``: the corpus's token stream,
-    counting each (k, l) of ``orders`` (peak at the costliest), and the components of every order
-    (peak at the largest), once for the corpus and once per shuffled copy."""
-    from .book.costs import HeavyStep
-    from .substrate import tokenizer_vocab_size
-
-    n = corpus_tokens(values)
-    vocab = tokenizer_vocab_size(values["tokenizer"])
-    orders = [tuple(o) for o in values["orders"]]
-    copies = 1 + values["null_shuffles"]
-    k, l = max(orders, key=lambda o: counting_cost(n, o[0], o[1], vocab)[0])[:2]
-    count_bytes = max(counting_cost(n, a, b, vocab)[0] for a, b, _ in orders)
-    count_ops = copies * sum(counting_cost(n, a, b, vocab)[1] for a, b, _ in orders)
-    costs = {o: components_cost(n, o[2], values["n_components"], vocab_size=vocab, k=o[0], l=o[1]) for o in orders}
-    ck, cl, t = max(orders, key=lambda o: costs[o][0])
-    svd_bytes, svd_flops = costs[ck, cl, t][0], copies * sum(f for _, f in costs.values())
-    return [
-        HeavyStep("counting the corpus's windows", f"{n:.3g} tokens at most, peak at (k, l) = ({k}, {l}), "
-                  f"{len(values['orders'])} orders × {copies} copies",
-                  count_bytes + 8.0 * n, count_ops, "max_corpus_mb", host=True),
-        HeavyStep("top components of P and M", f"r = {values['n_components']} at (k, l) = ({ck}, {cl}), "
-                  f"threshold {t}, at most {min(vocab ** ck, n / t):.3g} histories", svd_bytes, svd_flops,
-                  "max_corpus_mb or n_components", host=True),
-    ]

@@ -37,6 +37,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from .languages import decode
+
 
 def orthonormality_error(gram) -> float:
     """max |G − I| of a Gram matrix (0 for an orthonormal family)."""
@@ -233,8 +235,6 @@ def lemma_errors(space: "FunctionSpace", tensor=None, conditional=None, rng=None
 def token_match_observable(alphabet_size: int, k: int, l: int, i: int = -1, j: int = 0) -> np.ndarray:
     """The observable O(x)_y = 1 if token i of the history equals token j of the continuation, else 0
     (default: "the continuation starts by repeating the last history token"), shape (V^k, V^l)."""
-    from .languages import decode
-
     V = int(alphabet_size)
     xs = decode(np.arange(V ** k), V, k)[:, i]
     ys = decode(np.arange(V ** l), V, l)[:, j]

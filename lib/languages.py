@@ -38,6 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .text.ngrams import count_ngrams
+
 DENSE_LIMIT = 2 ** 24  # largest dense tensor (entries) built without being asked for sparse
 
 
@@ -487,8 +489,6 @@ def fit_markov_chain(tokens, order: int, alpha: float = 0.1, vocab_size: int | N
 
     Histories never seen get the uniform distribution. α > 0 makes every transition positive,
     so the chain is irreducible and the stationary start exists."""
-    from .text.ngrams import count_ngrams
-
     r = _check_length(order, "order")
     toks = np.asarray(tokens)
     V = int(vocab_size) if vocab_size is not None else int(toks.max()) + 1

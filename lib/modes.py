@@ -36,6 +36,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .book.threads import solver_threads
+from .linalg import principal_angles, randomized_svd
 
 DENSE_LIMIT = 5 * 10 ** 7  # entries: above this a sparse joint is not densified
 HESSIAN_LIMIT = 2 * 10 ** 7  # entries of Φ⊗Φ (|Σ^k| · d²) above which Hessian blocks are built one by one
@@ -230,7 +231,8 @@ class Modes:
             if method == "lanczos":
                 U, s, Vt = spla.svds(M, k=r, v0=rng.standard_normal(min(M.shape)), solver="arpack")
             else:
-                U, s, Vt = randomized_svd(M, r, n_oversamples, n_iter, rng)
+                U, s, Vt = randomized_svd(M, r, n_oversamples, n_iter, rng, orthonormalize="householder",
+                                          transpose_csr=False)
         order = np.argsort(s)[::-1]
         U, s, V = U[:, order], s[order], Vt[order].T.copy()
         _fix_signs(U, V)
@@ -326,7 +328,9 @@ class Modes:
         return np.einsum("xa,ya->axy", coef * self.sigma[a], self.u[:, a], optimize=True)
 
     # -- mode basis (Def 4.13, Lemma 4.14, eq. 41) -------------------------------
-    def _full_bases(self):
+    def full_bases(self) -> tuple[np.ndarray, np.ndarray]:
+        """(V_full, U_full): the ṽ_α and the u_β completed to orthonormal bases of R^{Σ^k} and R^{Σ^l}
+        (deterministic completions, by QR; computed once and kept). Needs all modes (``from_joint``)."""
         if not self.complete:
             raise ValueError("the mode basis needs all modes: build with Modes.from_joint")
         if self._v_full is None:
@@ -340,7 +344,7 @@ class Modes:
         (the u_β, completed; completions are deterministic, by QR). The e_{αβ} are an
         orthonormal basis of H_{k,l} (Lemma 4.14), q(·|·) = Σ_α σ_α e_{αα} and
         ⟨q(·|·), e_{αβ}⟩_H = σ_α δ_{αβ} (eq. 41, with σ_α = 0 beyond the modes)."""
-        Vf, Uf = self._full_bases()
+        Vf, Uf = self.full_bases()
         if not (0 <= alpha < Vf.shape[1] and 0 <= beta < Uf.shape[1]):
             raise IndexError(f"need 0 <= alpha < {Vf.shape[1]} and 0 <= beta < {Uf.shape[1]}, got ({alpha}, {beta})")
         return np.outer(Vf[:, alpha] / self._sqrt_q, Uf[:, beta])
@@ -633,7 +637,7 @@ class Modes:
     def mode_basis_stack(self, max_entries: int = 2 * 10 ** 7) -> np.ndarray:
         """Every e_{αβ} of Def 4.13 (α over the completed basis of V_k, β over that of R^{Σ^l}),
         stacked in the order (α, β) → α·|Σ^l| + β: shape (|Σ^k|·|Σ^l|, |Σ^k|, |Σ^l|)."""
-        Vf, Uf = self._full_bases()
+        Vf, Uf = self.full_bases()
         n_x, n_y = self.shape
         if (n_x * n_y) ** 2 > max_entries:
             raise ValueError(f"the mode basis has {(n_x * n_y) ** 2:.2e} entries (> {max_entries:.0e}); "
@@ -719,7 +723,7 @@ class Modes:
         chi = self._check_chi(chi)
         if chi == 0:
             return 0.0
-        Vf, Uf = self._full_bases()
+        Vf, Uf = self.full_bases()
         cond = self.conditional
         cond = cond.toarray() if sp.issparse(cond) else cond
         diff = cond - self.naive_truncation(chi)
@@ -780,7 +784,7 @@ class TruncationCurve:
 
 
 # ---------------------------------------------------------------------------
-# Comparing modes: planted predictions, principal angles, history lengths
+# Comparing modes: planted predictions, history lengths
 # ---------------------------------------------------------------------------
 
 def planted_mode_errors(modes: Modes, predicted, cluster_rtol: float = 1e-9) -> list[dict]:
@@ -818,24 +822,6 @@ def planted_mode_errors(modes: Modes, predicted, cluster_rtol: float = 1e-9) -> 
                         pair_error=float(max(np.abs(M @ vt - pm.sigma * u).max(),
                                              np.abs(M.T @ u - pm.sigma * vt).max()))))
     return out
-
-
-def principal_angles(A, B, weights=None) -> np.ndarray:
-    """Principal angles (radians, ascending) between the column spans of A and B (same number of
-    rows), in the inner product Σ_i w_i a_i b_i (default w = 1). Computed by
-    ``scipy.linalg.subspace_angles`` (accurate for small angles too); min(rank A, rank B) angles."""
-    A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
-    if A.ndim == 1:
-        A = A[:, None]
-    if B.ndim == 1:
-        B = B[:, None]
-    if A.shape[0] != B.shape[0]:
-        raise ValueError(f"A and B must have the same number of rows, got {A.shape[0]} and {B.shape[0]}")
-    if weights is not None:
-        w = np.sqrt(np.asarray(weights, dtype=np.float64))[:, None]
-        A, B = w * A, w * B
-    return np.sort(sla.subspace_angles(A, B))
 
 
 def history_lift(short: Modes, long: Modes, alphabet_size: int) -> sp.csr_matrix:
@@ -911,26 +897,6 @@ def compare_history_lengths(short: Modes, long: Modes, alphabet_size: int, ranks
                              float(np.max(short.sigma[:n] - long.sigma[:n])),
                              float(np.abs(JtJ - np.eye(JtJ.shape[0])).max()),
                              float(np.abs(MlJ - Ms).max()), left, right, float(np.sum(proj ** 2)))
-
-
-# ---------------------------------------------------------------------------
-# Randomized SVD
-# ---------------------------------------------------------------------------
-
-def randomized_svd(A, r: int, n_oversamples: int = 10, n_iter: int = 8, rng=None):
-    """Top-r SVD of A (dense or sparse, m × n) by randomized range finding (Halko et al. 2011).
-
-    Returns (U (m, r), s (r,), Vt (r, n)) like ``np.linalg.svd``."""
-    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    m, n = A.shape
-    ell = min(r + n_oversamples, m, n)
-    Q, _ = np.linalg.qr(A @ rng.standard_normal((n, ell)))
-    for _ in range(n_iter):                        # subspace iteration, re-orthonormalised
-        Z, _ = np.linalg.qr(A.T @ Q)
-        Q, _ = np.linalg.qr(A @ Z)
-    Bt = A.T @ Q                                   # (QᵀA)ᵀ, n × ell
-    Vb, s, UbT = np.linalg.svd(Bt, full_matrices=False)   # QᵀA = Ub s Vbᵀ
-    return Q @ UbT.T[:, :r], s[:r], Vb[:, :r].T
 
 
 # ---------------------------------------------------------------------------

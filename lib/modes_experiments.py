@@ -1,7 +1,7 @@
 """The experiments of the chapter "Modes", each a function returning a result object.
 
 The mathematics lives in :mod:`lib.modes` (modes, propensities, the mode basis, the effective
-distribution, principal angles) and :mod:`lib.languages` (the exact languages). This module runs
+distribution), :mod:`lib.linalg` (principal angles) and :mod:`lib.languages` (the exact languages). This module runs
 it over the chapter's languages and orders (k, l) and gathers what the chapter records, draws and
 tabulates, so that each chapter cell is a call, a few records and a table or a figure:
 
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .book.costs import HeavyStep
 from .book.tables import Raw
+from .languages import plant_bigrams
 from .modes import Modes, compare_history_lengths, planted_mode_errors, truncated_family
 
 MODE_BASIS_MAX_ENTRIES = 2 * 10 ** 7  # the mode basis's Gram matrix has (|Σ^k||Σ^l|)^2 entries: checked up to this
@@ -110,8 +112,6 @@ def planted_readback(pairs, alphabet_size: int, absolute, collective, seed: int,
     chain (``lib.languages.plant_bigrams``) at every (k, l) of ``pairs``, and find each in the
     computed spectrum (``lib.modes.planted_mode_errors``): σ = √q(S), u = e_y, ṽ ∝ √q on S
     (Lemmas 5.2, 5.6). The background is drawn from ``seed`` at every (k, l)."""
-    from .languages import plant_bigrams
-
     chosen = [[p] for p in absolute] + [list(g) for g in collective]
     errors, readback, rows = [], [], []
     for kl in pairs:
@@ -331,8 +331,6 @@ def heavy_steps(values: dict) -> list:
     distribution at every cutoff of the corpus language's (2, 1) joint. ``corpus_symbols`` S sets all
     three (S⁴, S^(max_history+1) and ~S⁷ FLOPs); the planted language's alphabet
     |Σ| + 3·#absolute + 2·#collective histories + #collective bigrams enters the ladder too."""
-    from .book.costs import HeavyStep
-
     S, K = values["corpus_symbols"], values["max_history"]
     planted = (values["alphabet_size"] + 3 * len(values["planted_absolute"])
                + 2 * len(sum(values["planted_collective"], [])) + len(values["planted_collective"]))

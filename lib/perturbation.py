@@ -27,6 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .book.moved import forward_moved
+
+# The Examples chapter's noise studies moved to lib.examples_experiments: their old names here still answer
+# (lib.book.moved), without an import upwards.
+__getattr__ = forward_moved(__name__, dict.fromkeys(("NoisyMode", "planted_noise_study", "NoiseOrders",
+                                                    "noise_order_study"), "lib.examples_experiments"))
+
 
 def _fd_weights(n_points: int, derivative: int) -> np.ndarray:
     """Weights w with Σ_j w_j f(j) = f^{(d)}(0) for every polynomial f of degree < n_points."""
@@ -183,7 +190,7 @@ def first_crossing(pert: SVDPerturbation, alpha: int) -> float:
 
 
 # ---------------------------------------------------------------------------
-# Planted bigrams under noise (Chen & Murfet §5.1 with Defs 5.1/5.5 only nearly holding)
+# The weighted operator of a dense joint (for families M(η) of joints)
 # ---------------------------------------------------------------------------
 
 def weighted_matrix_of(joint) -> np.ndarray:
@@ -192,135 +199,3 @@ def weighted_matrix_of(joint) -> np.ndarray:
     q = J.sum(axis=1)
     d = np.divide(1.0, np.sqrt(q), out=np.zeros_like(q), where=q > 0)
     return (J * d[:, None]).T
-
-
-@dataclass
-class NoisyMode:
-    """One planted bigram followed along the noise level η (``planted_noise_study``)."""
-
-    kind: str
-    size: int
-    mode: int                    # index at η = 0
-    sigma0: float                # σ at η = 0 (= √q(S))
-    eta: np.ndarray
-    sigma: np.ndarray            # singular value of the tracked mode
-    sigma_first: np.ndarray      # σ + η σ'
-    sigma_second: np.ndarray     # σ + η σ' + ½ η² σ''
-    vector_error_first: np.ndarray  # ‖(u, v)(η) − first-order (u, v)‖ (sign aligned)
-    overlap: np.ndarray          # |⟨u(η), u(0)⟩|·|⟨v(η), v(0)⟩| of the tracked mode
-    overlap_first: np.ndarray    # first-order prediction of |⟨u(η), u(0)⟩|·|⟨v(η), v(0)⟩|
-    wedin_measured: np.ndarray   # √(sin²θ_u + sin²θ_v)
-    wedin_bound: np.ndarray
-    violation: np.ndarray        # bigram_violation(η)
-    gap: float
-    crossing: float              # first-order crossing η (``first_crossing``)
-    dsigma: float
-    d2sigma: float
-
-    def breakdown(self, level: float = 0.9) -> float:
-        """Smallest η of the grid where the overlap falls below ``level`` (inf if never)."""
-        bad = np.flatnonzero(self.overlap < level)
-        return float(self.eta[bad[0]]) if bad.size else math.inf
-
-
-def planted_noise_study(k: int, l: int, etas, seed: int = 0, h: float = 1e-3, **planted) -> list[NoisyMode]:
-    """Follow every planted bigram of ``planted_language(k, l, noise=η, rng=seed, **planted)`` as η
-    grows, against first- and second-order perturbation theory at η = 0 (M₁, M₂ by
-    ``taylor_coefficients`` with step h) and against Wedin's bound. Every history must have
-    q(x) > 0 at η = 0 (true for k = 1), so that M(η) is smooth."""
-    from .languages import bigram_violation, planted_language
-
-    def lang(eta):
-        return planted_language(k, l, noise=eta, rng=seed, **planted)
-
-    def M_of(eta):
-        return weighted_matrix_of(lang(eta).joint(k, l))
-
-    base = lang(0.0)
-    M0, M1, M2 = taylor_coefficients(M_of, h)
-    if np.any(M0.sum(axis=0) == 0):
-        raise ValueError("some history has q(x) = 0 at η = 0: M(η) is not smooth there (use k = 1)")
-    pert = svd_perturbation(M0, M1, M2)
-    p = len(pert.sigma)
-    etas = np.asarray(etas, dtype=np.float64)
-    svds = []
-    joints = []
-    for eta in etas:
-        J = lang(float(eta)).joint(k, l)
-        joints.append(J)
-        U, s, Vt = np.linalg.svd(weighted_matrix_of(J))
-        svds.append((U[:, :p], s, Vt[:p].T))
-    out = []
-    n_y, n_x = M0.shape
-    for pm in base.predicted_modes():
-        u_ref = pm.u(n_y)
-        v_ref = pm.v_tilde(n_x)
-        a, _ = match_mode(pert.U[:, :p], pert.V[:, :p], u_ref, v_ref)
-        u0, v0 = pert.U[:, a], pert.V[:, a]
-        cols = {name: np.empty(len(etas)) for name in ("sigma", "verr", "ov", "wm", "wb", "viol")}
-        for i, (eta, (U, s, V)) in enumerate(zip(etas, svds)):
-            b, ov = match_mode(U, V, u0, v0)
-            sign = np.sign(U[:, b] @ u0) or 1.0
-            u1, v1 = pert.vectors_first(a, eta)
-            cols["sigma"][i] = s[b]
-            cols["verr"][i] = math.hypot(np.linalg.norm(sign * U[:, b] - u1), np.linalg.norm(sign * V[:, b] - v1))
-            cols["ov"][i] = ov
-            cols["wm"][i], cols["wb"][i] = wedin_bound(M0, pert.sigma, a, s[b], U[:, b], V[:, b])
-            cols["viol"][i] = bigram_violation(joints[i], pm.rows, pm.col)
-        du, dv = np.linalg.norm(pert.du[:, a]), np.linalg.norm(pert.dv[:, a])
-        ov_first = 1.0 / np.sqrt((1 + (etas * du) ** 2) * (1 + (etas * dv) ** 2))
-        out.append(NoisyMode(pm.kind, len(pm.rows), a, float(pert.sigma[a]), etas, cols["sigma"],
-                             pert.sigma_first(a, etas), pert.sigma_second(a, etas), cols["verr"], cols["ov"], ov_first, cols["wm"], cols["wb"],
-                             cols["viol"], float(pert.gap[a]), first_crossing(pert, a), float(pert.dsigma[a]),
-                             float(pert.d2sigma[a])))
-    return out
-
-
-@dataclass
-class NoiseOrders:
-    """:func:`noise_order_study` over the planted modes of several languages.
-
-    ``slopes``: per mode, the fitted log-log orders of |σ − first order|, |σ − second order| and of the
-    first-order vector error (predicted: 2, 3 and 2), fitted for η ≤ min(``fit_max``, η_×/20);
-    ``sigma_order_deviation`` = max |order − predicted| over the two σ fits, ``vector_order_deviation``
-    the same for the vectors; ``wedin_max_ratio``: the largest measured rotation over Wedin's bound;
-    ``violation_minus_eta``: max |Def. 5.5 violation − η|; ``breakdown_ratios``: per mode, the η where
-    the overlap first falls below 0.9 over the first-order crossing η_×; ``overlap_at_break``: the
-    first-order overlap there, per mode that breaks."""
-
-    slopes: np.ndarray
-    sigma_order_deviation: float
-    vector_order_deviation: float
-    wedin_max_ratio: float
-    violation_minus_eta: float
-    breakdown_ratios: np.ndarray
-    overlap_at_break: list
-
-    def near_crossing(self, within: float = 0.15) -> int:
-        """How many modes break within ``within`` (relative) of their first-order crossing."""
-        return int(np.sum(np.abs(self.breakdown_ratios - 1) <= within))
-
-
-def noise_order_study(modes, etas, fit_max: float = 1e-2, crossing_fraction: float = 20.0,
-                      break_level: float = 0.9) -> NoiseOrders:
-    """Fit the orders of the perturbation errors of every ``NoisyMode`` in ``modes`` (from
-    :func:`planted_noise_study`, one grid ``etas``) well inside the expansion's range, which ends
-    near the first crossing η_× (η ≤ min(fit_max, η_×/crossing_fraction)), and compare each mode's
-    rotation with Wedin's bound and its break-down with the crossing."""
-    etas = np.asarray(etas, dtype=np.float64)
-    slopes, wedin, violation, ratios, at_break = [], 0.0, 0.0, [], []
-    for m in modes:
-        small = etas <= min(fit_max, m.crossing / crossing_fraction)
-        slopes.append((loglog_slope(etas[small], np.abs(m.sigma - m.sigma_first)[small]),
-                       loglog_slope(etas[small], np.abs(m.sigma - m.sigma_second)[small]),
-                       loglog_slope(etas[small], m.vector_error_first[small])))
-        ok = np.isfinite(m.wedin_bound)
-        wedin = max(wedin, float(np.max(m.wedin_measured[ok] / m.wedin_bound[ok])))
-        violation = max(violation, float(np.max(np.abs(m.violation - etas))))
-        hit = np.flatnonzero(m.overlap < break_level)
-        if hit.size:
-            at_break.append(float(m.overlap_first[hit[0]]))
-        ratios.append(m.breakdown(break_level) / m.crossing)
-    slopes = np.array(slopes)
-    return NoiseOrders(slopes, float(max(np.max(np.abs(slopes[:, 0] - 2)), np.max(np.abs(slopes[:, 1] - 3)))),
-                       float(np.max(np.abs(slopes[:, 2] - 2))), wedin, violation, np.array(ratios), at_break)

@@ -1,6 +1,7 @@
 """Tests for lib/empirical_modes.py: Appendix-B counting and thresholds, the two operators and
 their orientation, the SVD rule, component measures, snippets, tables, and the planted-bigram
-checks (Lemmas 5.2, 5.4, 5.6, Remark 5.3) on languages the book does not use."""
+checks (Lemmas 5.2, 5.4, 5.6, Remark 5.3) on languages the book does not use. The Examples
+chapter's studies are tested in test_examples_experiments.py, the randomized SVD in test_linalg.py."""
 from collections import Counter
 from itertools import combinations
 
@@ -9,6 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from lib import empirical_modes as em
+from lib.book.tables import Raw, markdown_table
+from lib.examples_experiments import PLANTED_COLLECTIVE
 from lib.languages import planted_language
 from lib.modes import Modes
 
@@ -182,15 +185,6 @@ def test_top_components_methods_agree(make):
         em.top_components(A, 3, "qr")
 
 
-def test_randomized_svd_survives_rank_deficiency():
-    rng = np.random.default_rng(0)
-    A = np.outer(rng.standard_normal(200), rng.standard_normal(50))      # rank one
-    U, s, Vt = em.randomized_svd(A, 5, rng=1)
-    assert s[0] == pytest.approx(np.linalg.norm(A, 2), rel=1e-12)
-    assert np.all(s[1:] < 1e-10 * s[0])
-    np.testing.assert_allclose(U.T @ U, np.eye(5), atol=1e-10)
-
-
 # ---------------------------------------------------------------------------
 # orientation and the reading identity
 # ---------------------------------------------------------------------------
@@ -254,14 +248,6 @@ def test_exact_collective_bigram_scores_one(operator):
     assert modes.bigram_overlaps()[a] == pytest.approx(1, abs=1e-10)
 
 
-def test_random_directions_have_small_overlap():
-    c = em.count_sequences(stream(6, n=20000, vocab=40), 2, 1, min_x_count=2)
-    M = em.weighted_modes(c, 5, "lanczos")
-    assert em.random_overlap_baseline(M, 30, seed=1).max() < 0.5
-    assert 0 < em.subspace_overlap(M.y_vectors, M.y_vectors, 5) == pytest.approx(1)
-    assert np.isfinite(em.mean_log_count(M, 3))
-
-
 # ---------------------------------------------------------------------------
 # snippets and tables
 # ---------------------------------------------------------------------------
@@ -301,7 +287,7 @@ class FakeTokenizer:
 
 
 def test_tables_escape_markdown_and_fences_are_safe():
-    table = em.markdown_table(["a|b", "c"], [["x|y", em.Raw("**bold**")], [1.23456, "`q`"]])
+    table = markdown_table(["a|b", "c"], [["x|y", Raw("**bold**")], [1.23456, "`q`"]])
     lines = table.splitlines()
     assert lines[0] == "| a\\|b | c |" and lines[2] == "| x\\|y | **bold** |"
     assert lines[3] == "| 1.235 | \\`q\\` |"
@@ -344,7 +330,7 @@ def test_planted_bigrams_are_exact_modes(k, l, seed):
 
 def test_degenerate_planted_value_is_handled():
     # (3, 1) with the book's rates has a planted σ that coincides with another singular value
-    lang = planted_language(3, 1, background_size=4, collective=em.PLANTED_COLLECTIVE, rng=0)
+    lang = planted_language(3, 1, background_size=4, collective=PLANTED_COLLECTIVE, rng=0)
     checks = em.check_bigram_modes(lang, 3, 1)
     assert max(c.cluster for c in checks) >= 2
     assert max(c.vector_error for c in checks) < 1e-10
@@ -370,13 +356,6 @@ def test_noise_breaks_the_lemmas_measurably():
     assert all(c.violation == pytest.approx(0.05) for c in checks)
     assert all(c.residual > 1e-4 for c in checks)
     assert all(c.own_propensity_error > 1e-3 and c.other_propensity_max > 1e-4 for c in checks)
-
-
-def test_planted_lemma_study_rows():
-    rows = em.planted_lemma_study([(1, 1), (1, 2)], 2, seed=20)
-    assert len(rows) == 2 * 2 * 4
-    assert max(r["sigma_error"] for r in rows) < 1e-12
-    assert {r["language"] for r in rows} == {20, 21}
 
 
 def test_tied_histories_are_listed_by_count_and_the_table_shows_it():
@@ -405,158 +384,8 @@ def test_snippet_history_is_chosen_by_the_singular_vector_not_the_function():
     assert em.context_snippets(tokens, [0], modes, a).x_index == 0
 
 
-def structured_stream(n=60000, seed=0):
-    """Tokens 0..29 with collective bigrams: after any of 0..9 comes 10, after 11..15 comes 16;
-    the rest i.i.d. (a text with patterns)."""
-    rng = np.random.default_rng(seed)
-    out = np.empty(n, dtype=np.int64)
-    t = 20
-    for i in range(n):
-        t = 10 if t < 10 else 16 if 11 <= t <= 15 else int(rng.integers(0, 30))
-        out[i] = t
-    return out
-
-
 def test_shuffle_keeps_counts_and_is_seeded():
     x = stream(1, n=500)
     a, b = em.shuffle_tokens(x, 3), em.shuffle_tokens(x, 3)
     assert np.array_equal(a, b) and not np.array_equal(a, em.shuffle_tokens(x, 4))
     assert np.array_equal(np.bincount(a, minlength=7), np.bincount(x, minlength=7))
-
-
-def test_patterns_beat_the_shuffled_null_and_iid_text_does_not():
-    orders = [[1, 1, 5], [2, 1, 5]]
-    def stats(tokens):
-        Ms, P = {}, None
-        for k, l, t in orders:
-            c = em.count_sequences(tokens, k, l, [0], 30, t)
-            Ms[(k, l)] = em.weighted_modes(c, 8, "lanczos")
-            if (k, l) == (2, 1):
-                P = em.conditional_modes(c, 8, 1.0, "observed", "lanczos")
-        return em.text_statistics(Ms, P, (2, 1))
-    text = structured_stream()
-    real = stats(text)
-    null = em.shuffled_null(text, [0], 30, orders, (2, 1), 2, r=8, seed=0)
-    assert len(null) == 2 and set(null[0]) == set(real)
-    top = {key: max(n[key] for n in null) for key in real}
-    assert real["weighted_max_tied"] >= top["weighted_max_tied"] + 1        # must pass: patterns tie histories
-    assert real["collective_fraction"] > top["collective_fraction"] + 0.05
-    iid = stream(2, n=60000, vocab=30)
-    flat = stats(iid)
-    flat_null = em.shuffled_null(iid, [0], 30, orders, (2, 1), 2, r=8, seed=0)
-    assert flat["collective_fraction"] <= max(n["collective_fraction"] for n in flat_null) + 0.05   # must fail to beat it
-    assert flat["weighted_max_tied"] < real["weighted_max_tied"]
-    with pytest.raises(ValueError, match="n_shuffles"):
-        em.shuffled_null(text, [0], 30, orders, (2, 1), 0)
-    with pytest.raises(ValueError, match="sweep_order"):
-        em.shuffled_null(text, [0], 30, orders, (3, 1), 1)
-
-
-def test_planted_orders_problem_names_the_first_order_whose_joint_is_too_large():
-    """Both ways: k + l = 4 passes (the largest dense planted joint), 5 is refused with its index;
-    the bound agrees with the planted alphabet it is derived from (4 + 7k + 4l tokens)."""
-    from lib.empirical_modes import PLANTED_COLLECTIVE, planted_orders_problem
-    from lib.languages import DENSE_LIMIT, planted_language
-
-    assert planted_orders_problem([[1, 1], [3, 1], [2, 2], [1, 3]]) is None
-    assert planted_orders_problem([[1, 1], [3, 2]]).startswith("item [1] = [3, 2]: k + l = 5 is above 4")
-    assert "item [0]" in planted_orders_problem([[1, 4]])
-    for k, l in [(3, 1), (2, 2), (1, 3), (3, 2), (4, 1)]:
-        size = planted_language(k, l, 4, (0.06, 0.03), PLANTED_COLLECTIVE, rng=0).alphabet_size
-        assert size == 4 + 7 * k + 4 * l
-        assert (size ** (k + l) <= DENSE_LIMIT) == (planted_orders_problem([[k, l]]) is None), (k, l)
-
-
-def test_require_sweep_order_refuses_an_order_that_is_not_computed():
-    import pytest
-
-    from lib.book.parameters import ParameterError
-    from lib.empirical_modes import require_sweep_order
-
-    require_sweep_order([[1, 1, 5], [2, 1, 10]], [2, 1])
-    with pytest.raises(ParameterError, match=r"parameter 'sweep_order'.*\[\[1, 1\], \[2, 1\]\]; got \[1, 2\]"):
-        require_sweep_order([[1, 1, 5], [2, 1, 10]], [1, 2])
-
-
-def test_planted_lemma_summary_takes_the_largest_error_per_order_and_kind():
-    from lib.empirical_modes import planted_lemma_summary
-
-    def row(k, kind, s, v, own, other):
-        return dict(k=k, l=1, kind=kind, sigma_error=s, vector_error=v, own_propensity_error=own,
-                    other_propensity_max=other)
-
-    rows = [row(1, "absolute", 1e-16, 2e-16, 0, 1e-17), row(1, "absolute", 3e-16, 1e-16, 4e-16, 0),
-            row(1, "collective", 5e-16, 0, 0, 0), row(2, "absolute", 1e-15, 0, 0, 2e-15)]
-    out = planted_lemma_summary(rows)
-    assert [(r["(k, l)"], r["bigram"], r["checked"]) for r in out] == [((1, 1), "absolute", 2), ((1, 1), "collective", 1),
-                                                                       ((2, 1), "absolute", 1)]
-    assert (out[0]["σ error"], out[0]["vector error"], out[0]["own propensity"], out[0]["other propensities"]) == \
-        (3e-16, 2e-16, 4e-16, 1e-17)
-    assert out[2]["other propensities"] == 2e-15
-
-
-def test_order_tables_read_each_analysis():
-    from types import SimpleNamespace as NS
-
-    from lib.empirical_modes import counting_rows, overlap_rows, svd_rows
-
-    counts = NS(min_x_count=5, n_x_seen=1234, shape=(1000, 20), counts=NS(nnz=4321), kept_fraction=0.75)
-    modes = NS(method="lanczos", sigma=np.array([0.9, 0.1]), seconds=1.234, bigram_overlaps=lambda: np.array([0.5, 0.8, 1.0]))
-    A = NS(k=2, l=1, counts=counts, P=modes, M=modes, count_seconds=0.123)
-    assert counting_rows({(2, 1): A}) == [{"(k, l)": (2, 1), "threshold t": 5, "histories seen": 1234,
-                                           "kept x × y": "1,000 × 20", "non-zeros": 4321, "windows kept": 0.75}]
-    assert svd_rows({(2, 1): A}) == [{"(k, l)": (2, 1), "SVD (rule)": "lanczos", "σ₁ of P": 0.9, "σ₁ of M": 0.9,
-                                      "count (s)": 0.12, "SVD of P (s)": 1.2, "SVD of M (s)": 1.2}]
-    row = overlap_rows({(2, 1): A})[0]
-    assert row["M: median overlap"] == 0.8 and row["M: share ≥ 0.7"] == pytest.approx(2 / 3)
-
-
-# --------------------------------------------------------------------------- the chapter's costs
-
-def _traced_peak(f, *args, **kw):
-    import tracemalloc
-
-    tracemalloc.start()
-    f(*args, **kw)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
-
-
-ZIPF_TOKENS = (np.random.default_rng(0).zipf(1.2, 200_000) % 2048).astype(np.int64)
-
-
-@pytest.mark.parametrize("k, l", [(1, 1), (2, 2), (1, 3)])
-def test_the_counting_estimate_bounds_the_traced_peak_within_a_factor_ten(k, l):
-    """tracemalloc sees every NumPy/SciPy buffer. The estimate is an upper bound (measured between 1/3
-    and 9/10 of it on Zipf-distributed tokens; (2, 2) with V = 2048 takes the dense continuation table),
-    so: peak ≤ estimate ≤ 10 × peak."""
-    peak = _traced_peak(em.count_sequences, ZIPF_TOKENS, k, l, None, 2048, 5)
-    estimate = em.counting_cost(ZIPF_TOKENS.size, k, l, 2048)[0]
-    assert peak <= estimate <= 10 * peak
-
-
-@pytest.mark.parametrize("k, l, t", [(1, 1, 5), (2, 1, 10), (2, 2, 10)])
-def test_the_components_estimate_bounds_the_traced_peak_within_a_factor_ten(k, l, t):
-    """analyse_order (counting and the three top-r decompositions) against the counting and component
-    estimates: an upper bound (histories ≤ n/t is loose on Zipf text), measured 2 to 9 times the peak."""
-    peak = _traced_peak(em.analyse_order, ZIPF_TOKENS, None, 2048, k, l, t, r=20)
-    estimate = max(em.components_cost(ZIPF_TOKENS.size, t, 20, vocab_size=2048, k=k, l=l)[0],
-                   em.counting_cost(ZIPF_TOKENS.size, k, l, 2048)[0])
-    assert peak <= estimate <= 10 * peak
-
-
-def test_a_small_matrix_gives_as_many_components_as_it_has_and_an_empty_one_is_refused():
-    tokens = np.array([0, 1, 2, 0, 1, 2, 0, 1, 3] * 4)
-    A = em.analyse_order(tokens, None, 4, 1, 1, 1, r=20)       # 4 × 4 kept: 3 components, not 20
-    assert A.M.sigma.size == min(A.counts.shape) - 1
-    with pytest.raises(ValueError, match="lower the threshold or read a larger corpus"):
-        em.analyse_order(tokens, None, 4, 1, 1, 1000)
-
-
-def test_corpus_tokens_follow_the_streamed_cap_the_default_corpus_and_a_folder(tmp_path):
-    assert em.corpus_tokens({"corpus": "hf:x/y", "max_corpus_mb": 3.0}) == int(3e6 / em.BYTES_PER_TOKEN)
-    assert em.corpus_tokens({"corpus": "default", "max_corpus_mb": 1000.0}) == int(
-        em.DEFAULT_CORPUS_MB * 1e6 / em.BYTES_PER_TOKEN)
-    (tmp_path / "a.txt").write_text("x" * 3000)
-    assert em.corpus_tokens({"corpus": str(tmp_path), "max_corpus_mb": 1000.0}) == 1000

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from lib import languages as L
-from lib.modes import Modes, randomized_svd, truncated_family
+from lib.modes import Modes, truncated_family
 
 
 @pytest.fixture(scope="module")
@@ -183,10 +183,6 @@ def test_top_agrees_with_dense():
         assert np.abs(top.propensity(histories=[0, 5]) - dense.propensity(range(r), [0, 5])).max() < 1e-6
     again = Modes.top(J, r, method="randomized", seed=3, n_oversamples=20, n_iter=10)
     assert np.array_equal(again.sigma, top.sigma)                          # fixed seed: reproducible
-    A = np.random.default_rng(0).standard_normal((30, 20)) @ np.diag(0.5 ** np.arange(20)) @ \
-        np.linalg.qr(np.random.default_rng(1).standard_normal((20, 20)))[0]
-    U, s, Vt = randomized_svd(A, 5, rng=0)
-    assert np.abs(s - np.linalg.svd(A, compute_uv=False)[:5]).max() < 1e-12
 
 
 def test_zero_rows_policy():
@@ -257,7 +253,7 @@ def test_input_validation(markov):
 
 # --- additions for the Modes chapter -------------------------------------------------------
 
-from lib.modes import compare_history_lengths, history_lift, planted_mode_errors, principal_angles  # noqa: E402
+from lib.modes import compare_history_lengths, history_lift, planted_mode_errors  # noqa: E402
 
 
 def test_identity_errors_and_their_failure(markov, hmm, planted):
@@ -339,19 +335,6 @@ def test_api_on_fresh_planted_language_and_random_chain():
     assert chain.rank == 4
     assert chain.identity_errors()["lemma_4_10"] < 1e-13
     assert np.abs(chain.effective(chain.rank) - chain.conditional).max() < 1e-10
-
-
-def test_principal_angles():
-    e = np.eye(3)
-    t = 0.3
-    B = np.column_stack([np.cos(t) * e[0] + np.sin(t) * e[2], e[1]])
-    assert np.allclose(principal_angles(e[:, :2], B), [0.0, t], atol=1e-14)
-    assert np.allclose(principal_angles(e[:, 0], 5 * e[:, 0]), [0.0], atol=1e-15)
-    w = np.array([1.0, 4.0, 1.0])                                      # weighted: e0 ⊥ e1 still, angle(e0+e1, e0)
-    ang = principal_angles(e[:, 0] + e[:, 1], e[:, 0], weights=w)
-    assert ang[0] == pytest.approx(np.arccos(1 / np.sqrt(5)), rel=1e-12)
-    with pytest.raises(ValueError, match="same number of rows"):
-        principal_angles(np.ones((3, 1)), np.ones((2, 1)))
 
 
 def test_modes_across_history_lengths():

@@ -1,5 +1,6 @@
 """Tests for lib/perturbation.py: the perturbation formulas against exact SVDs of smooth families,
-finite-difference Taylor coefficients, Wedin's bound, crossings, and the planted-noise study."""
+finite-difference Taylor coefficients, Wedin's bound and crossings (the planted-noise study of the
+Examples chapter: test_examples_experiments.py)."""
 import numpy as np
 import pytest
 
@@ -100,57 +101,3 @@ def test_first_crossing_and_match_mode():
     assert pt.loglog_slope([1, 10, 100], [3, 300, 30000]) == pytest.approx(2)
     with pytest.raises(ValueError):
         pt.loglog_slope([1, 2], [0, 1])
-
-
-def test_planted_noise_study_on_a_language_not_in_the_book():
-    etas = np.logspace(-4, -0.3, 25)
-    modes = pt.planted_noise_study(1, 1, etas, seed=42, background_size=3, absolute=(0.05,),
-                                   collective=((0.02, 0.01, 0.01),))
-    assert [m.kind for m in modes] == ["absolute", "collective"]
-    for m in modes:
-        np.testing.assert_allclose(m.violation, etas, atol=1e-12)      # Def 5.5 broken by exactly η (k = 1)
-        small = etas <= min(1e-2, m.crossing / 20)
-        assert pt.loglog_slope(etas[small], np.abs(m.sigma - m.sigma_first)[small]) == pytest.approx(2, abs=0.1)
-        assert pt.loglog_slope(etas[small], np.abs(m.sigma - m.sigma_second)[small]) == pytest.approx(3, abs=0.15)
-        assert m.overlap[0] > 1 - 1e-6
-        ok = np.isfinite(m.wedin_bound)
-        assert np.all(m.wedin_measured[ok] <= m.wedin_bound[ok] * (1 + 1e-9))
-        assert m.sigma0 == pytest.approx(m.sigma[0], rel=1e-3)
-        assert m.breakdown(0.0) == np.inf
-    with pytest.raises(ValueError, match="q\\(x\\) = 0"):
-        pt.planted_noise_study(2, 1, etas[:3], seed=0)
-
-
-def fake_mode(etas, sigma_order=2.0, second_order=3.0, vector_order=2.0, crossing=0.5, wedin=0.5, break_at=None):
-    """A NoisyMode whose errors follow exact power laws of η (an independent, hand-made case)."""
-    n = len(etas)
-    overlap = np.ones(n) if break_at is None else np.where(etas >= break_at, 0.5, 1.0)
-    return pt.NoisyMode("absolute", 1, 0, 0.2, etas, np.full(n, 0.2), 0.2 - 0.7 * etas ** sigma_order,
-                        0.2 - 0.3 * etas ** second_order, 0.4 * etas ** vector_order, overlap, np.full(n, 0.8),
-                        np.full(n, wedin), np.ones(n), etas.copy(), 0.1, crossing, -0.2, 0.0)
-
-
-def test_noise_order_study_fits_known_power_laws_and_counts_break_downs():
-    etas = np.logspace(-4, 0, 41)
-    exact = pt.noise_order_study([fake_mode(etas), fake_mode(etas, crossing=0.2)], etas)
-    assert exact.slopes == pytest.approx(np.array([[2.0, 3.0, 2.0], [2.0, 3.0, 2.0]]), abs=1e-4)
-    assert exact.sigma_order_deviation == pytest.approx(0, abs=1e-4) and exact.vector_order_deviation < 1e-4
-    assert exact.wedin_max_ratio == pytest.approx(0.5) and exact.violation_minus_eta == 0.0
-    assert np.all(np.isinf(exact.breakdown_ratios)) and exact.overlap_at_break == [] and exact.near_crossing() == 0
-    off = pt.noise_order_study([fake_mode(etas, sigma_order=2.2, vector_order=1.7, wedin=1.2, break_at=0.5)], etas)
-    assert off.sigma_order_deviation == pytest.approx(0.2, abs=1e-4)
-    assert off.vector_order_deviation == pytest.approx(0.3, abs=1e-4) and off.wedin_max_ratio == pytest.approx(1.2)
-    assert off.breakdown_ratios[0] == pytest.approx(etas[etas >= 0.5][0] / 0.5) and off.near_crossing(0.15) == 1
-    assert off.near_crossing(0.0) == int(abs(off.breakdown_ratios[0] - 1) == 0)
-    assert off.overlap_at_break == [0.8]
-    third = pt.noise_order_study([fake_mode(etas, second_order=3.4)], etas)  # the second-order fit counts too
-    assert third.sigma_order_deviation == pytest.approx(0.4, abs=1e-4)
-
-
-def test_noise_orders_are_fitted_only_well_inside_the_expansion():
-    """Beyond η_×/20 the errors bend (here: a jump at η = 0.05); with η_× = 0.5 the fit stops at 0.01 first."""
-    etas = np.logspace(-4, 0, 41)
-    m = fake_mode(etas)
-    m.sigma_first[etas > 0.05] -= 1.0
-    assert pt.noise_order_study([m], etas).sigma_order_deviation == pytest.approx(0, abs=1e-4)
-    assert pt.noise_order_study([m], etas, fit_max=1.0, crossing_fraction=1.0).sigma_order_deviation > 0.1
