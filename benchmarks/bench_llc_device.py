@@ -90,9 +90,9 @@ def build(name: str, device, vocab: int, context: int):
         from lib.models.mini_pythia import mini_pythia_config
 
         config = mini_pythia_config(name, vocab, context)
-        config._attn_implementation = "eager"  # plain attention ops batch under vmap (as lib.llc.llc_over_training)
         torch.manual_seed(0)
         model = GPTNeoXForCausalLM(config)
+        model.set_attn_implementation("eager")  # plain attention ops batch under vmap (as llc_over_training)
         ids = torch.randint(0, vocab, (N_WINDOWS, context), generator=g)
         loss_fn = sequence_loss
         flat_loss = sequence_loss  # the library's loss is the (B·T, V) layout

@@ -50,11 +50,14 @@ tempered mean by the asymptotic form set by the zeta function's poles
 :func:`coupled_chains` runs two losses (data from q and from q^(χ)) from the same point
 with the same minibatch indices and the same injected noise, for the Insensitivity and
 LLC theorems chapters; :func:`sweep` and :func:`plot_sweep` make calibration a call;
-:func:`llc_over_training` follows λ̂ across a language model's checkpoints.
+:func:`chain_steps` and :func:`lm_sgld_cost` say what a run costs. The chapter "Learning
+coefficients"'s studies (among them λ̂ across a language model's checkpoints) are
+:mod:`lib.llc_experiments`.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 import warnings
@@ -66,11 +69,19 @@ import torch
 from torch import nn
 
 from .book.device import resolve_device
+from .book.moved import forward_moved
 from .book.parameters import integer_at_least
+from .book.progress import log_stream
+from .models.causal_lm import estimate_param_count, estimate_training_bytes
 from .sgld import (BATCHING, FlatParameters, LLCInputError, LLCMemoryError, LossModule, SamplerSettings,
                    compile_pays, sample, step_flops)
 
 from .sgld import LossFn  # noqa: E402  (loss_fn(model, batch) -> per-sample losses)
+from .text import tokenization
+
+# The old name of the twin that moved to lib.text.tokenization, with this module's old behaviour: a hub or
+# folder tokenizer is looked up in the local Hugging Face cache.
+tokenizer_vocab_size = functools.partial(tokenization.tokenizer_vocab_size, look_up_local=True)
 
 
 class LLCDivergenceError(RuntimeError):
@@ -456,48 +467,12 @@ def plot_sweep(results, *, vary: str, ax_traces=None, ax_llc=None, truth=None, c
     return ax_traces, ax_llc
 
 
-# ----- a language model over training --------------------------------------------------------
+# ----- what a run costs, and where its warnings go -------------------------------------------------------
 
-def llc_over_training(suite, size: str, windows: torch.Tensor, *, gamma, eps, chains, draws, burn_in, batch_size,
-                      seed, device="auto") -> list[dict]:
-    """λ̂ at every checkpoint of one model of a :class:`lib.models.mini_pythia.Suite` (Hoogland et al. 2024).
-
-    L_n is the mean next-token loss on ``windows`` (a (n, T) token tensor, one window one sample) and nβ = n/log n;
-    the SGLD settings are :func:`estimate_llc`'s. Returns one row per checkpoint: step, λ̂ ± s.e., L_n(w*), the
-    held-out loss the suite recorded there, split R̂ and the fraction of chains that diverged."""
-    from .models.causal_lm import sequence_loss
-
-    history = suite.history[size]
-    rows = []
-    for step in suite.checkpoint_steps:
-        lm = suite.load(size, step, device=device)
-        lm.model.config._attn_implementation = "eager"  # plain attention ops batch under vmap; fused SDPA does not
-        with warnings_to_terminal():
-            res = estimate_llc(lm.model, sequence_loss, (windows,), gamma=gamma, eps=eps, chains=chains, draws=draws,
-                               burn_in=burn_in, batch_size=batch_size, seed=seed, device=device, progress=False)
-        rows.append({"step": step, "llc": res.llc, "se": res.se, "init_loss": res.init_loss,
-                     "heldout_loss": history["heldout_loss"][history["checkpoint_step"].index(step)],
-                     "rhat": res.diagnostics["rhat"], "diverged": res.divergent_fraction,
-                     "params": sum(p.numel() for p in lm.model.parameters())})
-    return rows
-
-
-def tokenizer_vocab_size(spec: str) -> int:
-    """The vocabulary size a tokenizer spec (``lib.text.tokenization.get_tokenizer``'s forms) will give,
-    without training or downloading anything: ``bpe:<V>`` → V, ``byte`` → its alphabet, ``hf:<name>`` or a
-    folder → the tokenizer found locally (the Hugging Face cache), else Pythia's 50,304."""
-    from .text import tokenization
-
-    if spec.startswith("bpe:"):
-        return int(spec[4:])
-    if spec == "byte":
-        return tokenization.byte_tokenizer().vocab_size
-    try:
-        from transformers import AutoTokenizer
-
-        return len(AutoTokenizer.from_pretrained(spec[3:] if spec.startswith("hf:") else spec, local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached here: plan for Pythia's vocabulary
-        return 50_304
+def chain_steps(nbetas, eps_nbeta, langevin_time: float, chains: int) -> int:
+    """SGLD chain-steps of :func:`eps_limits`: at each nβ, one run per step size ε = f/nβ of
+    ceil(``langevin_time`` · nβ / f) steps, each ``chains`` chains."""
+    return int(sum(chains * max(2, math.ceil(langevin_time * nb / f)) for nb in nbetas for f in eps_nbeta))
 
 
 def lm_sgld_cost(config, *, chains: int, steps: int, batch_size: int, windows: int, evaluations: int = 1):
@@ -509,41 +484,9 @@ def lm_sgld_cost(config, *, chains: int, steps: int, batch_size: int, windows: i
     fit the device (:func:`estimate_llc`), so what must fit is one chain's step, the model's training memory
     (``lib.models.causal_lm.estimate_training_bytes``) for ``batch_size`` windows, beside every chain's
     position, gradient and noise (3 float32 values per parameter per chain)."""
-    from .models.causal_lm import estimate_param_count, estimate_training_bytes
-
     d, T = estimate_param_count(config), int(config.max_position_embeddings)
     flops = 6.0 * d * chains * steps * batch_size * T + 2.0 * d * windows * T * evaluations
     return float(estimate_training_bytes(config, batch_size, T) + 12.0 * d * chains), flops
-
-
-def suite_config(profile: str, seed: int, size: str, smoke: bool = False):
-    """The ``transformers`` config of mini-Pythia ``size`` as the Introduction's presets at ``profile``
-    (``smoke``: its smoke sizes) train it, with the vocabulary of its tokenizer (:func:`tokenizer_vocab_size`),
-    and its checkpoint steps."""
-    from . import substrate
-    from .models import mini_pythia
-
-    p = substrate.intro_settings(profile, seed, "cpu", smoke)
-    config = mini_pythia.mini_pythia_config(size, tokenizer_vocab_size(p["tokenizer"]), p["context_length"])
-    return config, mini_pythia.log_spaced_steps(p["train_steps"], 8)
-
-
-def heavy_steps(values: dict) -> list:
-    """The heavy step of the chapter "Learning coefficients" at the resolved parameter ``values`` that grows
-    with the paper's scale: SGLD on the mini-Pythia model ``lm_size`` at every checkpoint
-    (:func:`llc_over_training`). The known-λ problems have at most a few dozen parameters per chain; they
-    cost chain-steps (counted in :func:`lib.known_llc.chain_steps`) and a few MB."""
-    from .book.costs import HeavyStep
-    from . import known_llc
-
-    config, checkpoints = suite_config(values["profile"], values["seed"], values["lm_size"], values["smoke_upstream"])
-    peak, flops = lm_sgld_cost(config, chains=values["lm_chains"], steps=values["lm_draws"],
-                               batch_size=values["lm_batch_size"], windows=values["lm_windows"])
-    lm = HeavyStep(f"SGLD on mini-Pythia {values['lm_size']} at {len(checkpoints)} checkpoints",
-                   f"{config.vocab_size} tokens, context {config.max_position_embeddings}, {values['lm_chains']} chains "
-                   f"× {values['lm_draws']} steps × {values['lm_batch_size']} windows",
-                   peak_bytes=peak, flops=flops * len(checkpoints), shrink="lm_chains or lm_batch_size")
-    return known_llc.heavy_steps(values) + [lm]
 
 
 @contextlib.contextmanager
@@ -551,8 +494,6 @@ def warnings_to_terminal():
     """Within the block, warnings (e.g. of divergent chains) go to the terminal that runs the book
     (:func:`lib.book.progress.log_stream`) instead of a notebook cell's output; the results say what the
     warnings said (:attr:`LLCResult.divergent_fraction`)."""
-    from .book.progress import log_stream
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         yield
@@ -798,7 +739,12 @@ def extrapolate_nbeta(nbetas, values, ses=None, *, multiplicity: int = 1, gap: f
     return NbetaExtrapolation(float(coef[0]), se, form, coef, curve, *residual(curve))
 
 
+# The chapter's studies moved to lib.llc_experiments; their old names here answer from there, on first use.
+__getattr__ = forward_moved(__name__, {name: "lib.llc_experiments"
+                                       for name in ("heavy_steps", "llc_over_training", "suite_config")})
+
 __all__ = ["CoupledResult", "CoupledTargets", "EpsLimit", "FlatParameters", "LLCDivergenceError", "LLCFitError",
-           "LLCInputError", "LLCMemoryError", "LLCResult", "LossModule", "NbetaExtrapolation", "coupled_chains",
-           "coupled_targets", "effective_sample_size", "eps_limits", "estimate_llc", "extrapolate_eps",
-           "extrapolate_nbeta", "independent_seed", "llc_over_training", "plot_sweep", "split_rhat", "sweep", "warnings_to_terminal"]
+           "LLCInputError", "LLCMemoryError", "LLCResult", "LossModule", "NbetaExtrapolation", "chain_steps",
+           "coupled_chains", "coupled_targets", "effective_sample_size", "eps_limits", "estimate_llc",
+           "extrapolate_eps", "extrapolate_nbeta", "independent_seed", "lm_sgld_cost", "plot_sweep", "split_rhat",
+           "sweep", "warnings_to_terminal"]

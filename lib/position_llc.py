@@ -109,7 +109,7 @@ def per_position_llc(model: nn.Module, data, positions, **sgld) -> PerPositionLL
     and the same injected noise at every position, so the positions differ only in their loss.
     ``positions`` is checked before any sampling (:class:`lib.llc.LLCInputError`). A
     ``transformers`` model should use eager attention under ``vmap``
-    (``model.config._attn_implementation = "eager"``, as the chapter "LLC" does).
+    (``model.set_attn_implementation("eager")``, as the chapter "Learning coefficients" does).
     """
     ids = data[0] if isinstance(data, (tuple, list)) and len(data) == 1 else data
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.dtype.is_floating_point or ids.shape[1] < 2:

@@ -3,12 +3,18 @@ streams → the miniature Pythia suite, each step cached by :mod:`lib.book.cache
 
 Chapters that study the trained models (e.g. "Learning coefficients") call
 :func:`book_suite`, which resolves the Introduction's declared parameters for a profile
-and replays the same pipeline, so it reads the cache the Introduction filled.
+and replays the same pipeline, so it reads the cache the Introduction filled. What the
+Introduction says of this substrate (its verdicts, its cost declaration) is
+:mod:`lib.intro_experiments`.
 """
 from __future__ import annotations
 
+from .book.chapters import get_chapter
+from .book.moved import forward_moved
 from .models import mini_pythia
+from .models.causal_lm import estimate_param_count
 from .text import corpus as corpora, tokenization
+from .text.tokenization import GPT_NEOX_VOCAB, tokenizer_vocab_size  # noqa: F401  (old names: the twin moved there)
 
 HELDOUT_FRACTION = 0.1
 
@@ -46,8 +52,6 @@ def intro_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: boo
     ``smoke`` (with ``profile="paper"``): its ``smoke`` presets on top, the sizes a smoke run of the
     paper path cuts (``lowrank-book run intro --profile paper --smoke`` trains the same suite).
     """
-    from .book.chapters import get_chapter
-
     intro = get_chapter("intro")
     given = {"profile": profile, "seed": seed, "device": device}
     if smoke:
@@ -96,50 +100,7 @@ def training_windows(stream, n: int, context: int, seed: int):
     return torch.as_tensor(np.stack([tokens[s:s + context] for s in starts]).astype(np.int64))
 
 
-# --------------------------------------------------------------------------- when the Introduction's claims can be read
-
-MIN_CORPUS_MB = 10.0         # the corpus-size claim's threshold (chapters/intro.yml, intro.corpus-size)
-MIN_DECIDING_STEPS = 100     # fewer optimizer steps test the training code, not what training reaches
-
-
-def corpus_size_undecided(corpus: str, max_corpus_mb: float) -> str | None:
-    """Why the corpus-size claim cannot be read at these settings, or None when it can.
-
-    A hub dataset is streamed up to ``max_corpus_mb``: a cap below :data:`MIN_CORPUS_MB` decides
-    the size before any text is read, so the run says nothing about the corpus itself."""
-    if corpus.startswith("hf:") and max_corpus_mb < MIN_CORPUS_MB:
-        return (f"the streamed corpus is capped at max_corpus_mb = {max_corpus_mb:g} MB, below the "
-                f"{MIN_CORPUS_MB:g} MB the claim reads")
-    return None
-
-
-def training_undecided(train_steps: int) -> str | None:
-    """Why the training claims (held-out loss below the unigram entropy, a loss drop of a nat) cannot be
-    read at these settings, or None when they can.
-
-    They state what training reaches, which the book reads at the ci profile's 400 steps and the
-    paper's 20000; a run of fewer than :data:`MIN_DECIDING_STEPS` optimizer steps (a smoke run of the
-    paper path) exercises the training code and leaves them undecided."""
-    if train_steps < MIN_DECIDING_STEPS:
-        return (f"train_steps = {train_steps} is below the {MIN_DECIDING_STEPS} optimizer steps at which the "
-                "book reads what training reaches")
-    return None
-
-
 # --------------------------------------------------------------------------- what training the suite costs
-
-GPT_NEOX_VOCAB = 50304   # Pythia's embedding rows: the vocabulary assumed for a hub or folder tokenizer
-
-
-def tokenizer_vocab_size(spec: str) -> int:
-    """The vocabulary a tokenizer spec gives, without building it: ``bpe:N`` → N, ``byte`` → 256, and
-    Pythia's :data:`GPT_NEOX_VOCAB` for a hub or folder tokenizer (an upper bound for the GPT-NeoX one)."""
-    if spec.startswith("bpe:"):
-        return int(spec[4:])
-    if spec == "byte":
-        return 256
-    return GPT_NEOX_VOCAB
-
 
 def training_step_flops(size: str, vocab_size: int, batch_size: int, context_length: int) -> float:
     """Floating-point operations of one AdamW step of the mini-Pythia ``size`` on ``batch_size`` windows.
@@ -148,8 +109,6 @@ def training_step_flops(size: str, vocab_size: int, batch_size: int, context_len
     product per token (all parameters but the input embedding, a lookup) and 4·T·d per token and layer
     for the attention scores and their weighted sum (Kaplan et al. 2020, Table 1):
     ``6·B·T·(N − V·d + 2·L·T·d)``."""
-    from .models.causal_lm import estimate_param_count
-
     config = mini_pythia.mini_pythia_config(size, vocab_size, context_length)
     d, layers = config.hidden_size, config.num_hidden_layers
     n_matmul = estimate_param_count(config) - vocab_size * d
@@ -157,29 +116,7 @@ def training_step_flops(size: str, vocab_size: int, batch_size: int, context_len
     return 6.0 * tokens * (n_matmul + 2 * layers * context_length * d)
 
 
-def heavy_steps(values: dict) -> list:
-    """The Introduction's heavy steps for its resolved parameters ``values``: training each mini-Pythia
-    size (:func:`train_book_suite`), with its peak memory (weights, AdamW state, float32 activations and
-    logits: :func:`lib.models.causal_lm.estimate_training_bytes`) and its arithmetic, ``train_steps``
-    optimizer steps plus the held-out evaluations at every checkpoint (a third of a step per window)."""
-    import inspect
-
-    from .book.costs import HeavyStep
-    from .models.causal_lm import estimate_training_bytes
-
-    defaults = inspect.signature(mini_pythia.train_suite).parameters
-    n_checkpoints, eval_batches = defaults["n_checkpoints"].default, defaults["eval_batches"].default
-    vocab = tokenizer_vocab_size(values["tokenizer"])
-    steps, batch, context = values["train_steps"], values["batch_size"], values["context_length"]
-    evaluated = min(n_checkpoints, steps + 1) * eval_batches  # batches of held-out windows, forward only
-    found = []
-    for size in values["model_sizes"]:
-        config = mini_pythia.mini_pythia_config(size, vocab, context)
-        step = training_step_flops(size, vocab, batch, context)
-        found.append(HeavyStep(
-            name=f"training {size}",
-            sizes=f"{steps} steps of {batch} windows × {context} tokens, vocabulary {vocab}",
-            peak_bytes=float(estimate_training_bytes(config, batch, context, 4)),
-            flops=step * (steps + evaluated / 3),
-            shrink="batch_size, context_length or model_sizes (memory); train_steps (time)"))
-    return found
+# The Introduction's verdicts and cost declaration moved to lib.intro_experiments; their old names here answer
+# from there, on first use.
+__getattr__ = forward_moved(__name__, {name: "lib.intro_experiments" for name in (
+    "MIN_CORPUS_MB", "MIN_DECIDING_STEPS", "corpus_size_undecided", "heavy_steps", "training_undecided")})

@@ -468,37 +468,6 @@ def test_warnings_go_to_the_terminal(capsys, monkeypatch):
     assert not outside and "3 of 16 SGLD chains diverged" in capsys.readouterr().err
 
 
-class _FakeSuite:
-    """Two checkpoints of one tiny GPT-NeoX, with the history a suite keeps (held-out loss per checkpoint)."""
-
-    checkpoint_steps = [0, 5]
-    history = {"tiny": {"checkpoint_step": [0, 5], "heldout_loss": [3.5, 2.5]}}
-
-    def load(self, size, step, device="cpu"):
-        from types import SimpleNamespace
-
-        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-        torch.manual_seed(step)
-        cfg = GPTNeoXConfig(vocab_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=32, max_position_embeddings=8)
-        return SimpleNamespace(model=GPTNeoXForCausalLM(cfg).eval())
-
-
-def test_llc_over_training_rows():
-    from lib.models.causal_lm import sequence_loss
-
-    ids = torch.randint(0, 16, (32, 8), generator=torch.Generator().manual_seed(0))
-    kw = dict(gamma=100.0, eps=1e-5, chains=2, draws=6, burn_in=2, batch_size=4, seed=0, device="cpu")
-    rows = llc.llc_over_training(_FakeSuite(), "tiny", ids, **kw)
-    assert [r["step"] for r in rows] == [0, 5] and [r["heldout_loss"] for r in rows] == [3.5, 2.5]
-    model = _FakeSuite().load("tiny", 5).model
-    model.config._attn_implementation = "eager"
-    by_hand = llc.estimate_llc(model, sequence_loss, (ids,), progress=False, **kw)
-    assert rows[1]["llc"] == by_hand.llc and rows[1]["init_loss"] == by_hand.init_loss
-    assert rows[1]["params"] == sum(p.numel() for p in model.parameters()) and rows[1]["diverged"] == 0.0
-
-
 def test_split_rhat_by_hand():
     """Two chains of 8 draws cut into four halves of 4: R̂ = sqrt(((n−1)/n W + B/n) / W) written out."""
     x = np.array([[0.0, 1, 0, 1, 2, 3, 2, 3], [1.0, 1, 2, 2, 0, 0, 1, 1]])

@@ -496,3 +496,29 @@ def train_heldout(corpus: Corpus, tokenizer: Tokenizer | str, heldout_fraction: 
 __all__ = ["Tokenizer", "TokenizerUnavailable", "TokenStream", "train_bpe", "byte_tokenizer", "load_hf_tokenizer",
            "get_tokenizer", "encode_corpus", "train_heldout", "render_token", "KINDS", "MIN_BPE_VOCAB",
            "MAX_BPE_VOCAB"]
+
+
+# --------------------------------------------------------------------------- a spec's vocabulary, without building it
+
+GPT_NEOX_VOCAB = 50304   # Pythia's embedding rows: the vocabulary assumed for a hub or folder tokenizer
+
+
+def tokenizer_vocab_size(spec: str, *, look_up_local: bool = False) -> int:
+    """The vocabulary a tokenizer spec (:func:`get_tokenizer`'s forms) gives, without training, building or
+    downloading anything: ``bpe:<V>`` → V, ``byte`` → its alphabet (256), and for a hub (``hf:<name>``) or
+    folder tokenizer Pythia's :data:`GPT_NEOX_VOCAB` (an upper bound for the GPT-NeoX one). ``look_up_local``:
+    first look the hub or folder tokenizer up where it already is (the local Hugging Face cache, the folder)
+    and give its length, Pythia's vocabulary only when it is not found there."""
+    if spec.startswith("bpe:"):
+        return int(spec[4:])
+    if spec == "byte":
+        return byte_tokenizer().vocab_size
+    if look_up_local:
+        try:
+            from transformers import AutoTokenizer
+
+            return len(AutoTokenizer.from_pretrained(spec[3:] if spec.startswith("hf:") else spec,
+                                                     local_files_only=True))
+        except Exception:  # noqa: BLE001 - not found here: plan for Pythia's vocabulary
+            pass
+    return GPT_NEOX_VOCAB

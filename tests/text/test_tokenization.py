@@ -238,3 +238,34 @@ def test_invalid_specs_and_vocab_sizes(small):
         T.train_bpe("not a corpus", 512)
     with pytest.raises(ValueError, match="token ids"):
         T.byte_tokenizer().decode([300])
+
+
+# --------------------------------------------------------------------------- a spec's vocabulary, without building it
+
+
+def test_tokenizer_vocab_size_reads_the_spec_both_ways(monkeypatch):
+    """bpe:N and byte read off the spec; a hub name found nowhere gives Pythia's 50,304 whether or not it is
+    looked up locally (never a download: offline)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for look_up_local in (False, True):
+        assert T.tokenizer_vocab_size("bpe:2048", look_up_local=look_up_local) == 2048
+        assert T.tokenizer_vocab_size("bpe:300", look_up_local=look_up_local) == 300
+        assert T.tokenizer_vocab_size("byte", look_up_local=look_up_local) == 256 == T.byte_tokenizer().vocab_size
+        assert T.tokenizer_vocab_size("hf:book-tests/no-such-tokenizer", look_up_local=look_up_local) == 50_304
+        assert T.tokenizer_vocab_size("/no/such/dir", look_up_local=look_up_local) == 50_304
+    assert T.tokenizer_vocab_size("hf:book-tests/no-such-tokenizer") == T.GPT_NEOX_VOCAB == 50_304  # the default
+    with pytest.raises(ValueError):
+        T.tokenizer_vocab_size("bpe:many")
+
+
+def test_tokenizer_vocab_size_looks_up_a_local_folder_only_when_asked(small, tmp_path):
+    """A tokenizer saved in a folder: its own length when looked up, Pythia's vocabulary otherwise."""
+    from transformers import PreTrainedTokenizerFast
+
+    _, bpe = small
+    directory = tmp_path / "hf-tokenizer"
+    PreTrainedTokenizerFast(tokenizer_object=bpe.backend).save_pretrained(str(directory))
+    for spec in (str(directory), f"hf:{directory}"):
+        assert T.tokenizer_vocab_size(spec, look_up_local=True) == bpe.vocab_size != 50_304
+        assert T.tokenizer_vocab_size(spec, look_up_local=False) == 50_304
+        assert T.tokenizer_vocab_size(spec) == 50_304
