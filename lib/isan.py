@@ -66,7 +66,9 @@ def _check_shape(name, a, shape, expected):
         raise ValueError(f"{name}: expected shape {expected} = {tuple(shape)}, got {a.shape}")
 
 
-def _check_prefix(prefix, alphabet_size, max_len, name="prefix"):
+def check_prefix(prefix, alphabet_size, max_len, name="prefix"):
+    """``prefix`` as a tuple of ints, each in [0, alphabet_size), of length at most ``max_len``;
+    ValueError naming ``name`` otherwise."""
     p = tuple(map(int, prefix))
     if p != tuple(prefix):  # int() truncated a non-integer token such as 1.7
         raise ValueError(f"{name}: tokens must be integers, got {tuple(prefix)}")
@@ -78,7 +80,8 @@ def _check_prefix(prefix, alphabet_size, max_len, name="prefix"):
     return p
 
 
-def _check_positive_int(name, value, minimum=1):
+def check_positive_int(name, value, minimum=1):
+    """``value`` as an int, refused (ValueError naming ``name``) unless it is an integer >= ``minimum``."""
     if int(value) != value or value < minimum:
         raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return int(value)
@@ -133,7 +136,7 @@ class TimeVaryingISAN:
 
     def state(self, prefix) -> np.ndarray:
         """Hidden state x_t after the prefix z_1..z_t (t <= T)."""
-        p = _check_prefix(prefix, self.alphabet_size, self.T)
+        p = check_prefix(prefix, self.alphabet_size, self.T)
         x = self.x0
         for t, z in enumerate(p):
             x = self.A[t, z] @ x
@@ -141,7 +144,7 @@ class TimeVaryingISAN:
 
     def next_logits(self, prefix) -> np.ndarray:
         """Logit query (Def C.14): mean-centred logits L[· | prefix], len(prefix) < T."""
-        p = _check_prefix(prefix, self.alphabet_size, self.T - 1)
+        p = check_prefix(prefix, self.alphabet_size, self.T - 1)
         x = self.x0
         for t, z in enumerate(p):
             x = self.A[t, z] @ x
@@ -186,7 +189,7 @@ class ISAN:
         return f"ISAN(d={self.d}, |Σ|={self.alphabet_size})"
 
     def next_logits(self, prefix) -> np.ndarray:
-        p = _check_prefix(prefix, self.alphabet_size, float("inf"))
+        p = check_prefix(prefix, self.alphabet_size, float("inf"))
         x = self.x0
         for z in p:
             x = self.A[z] @ x
@@ -194,7 +197,7 @@ class ISAN:
 
     def to_time_varying(self, T: int) -> TimeVaryingISAN:
         """The same model on Σ^T with the time-invariant matrices repeated T times."""
-        T = _check_positive_int("T", T)
+        T = check_positive_int("T", T)
         return TimeVaryingISAN(self.x0, np.broadcast_to(self.A, (T,) + self.A.shape),
                                np.broadcast_to(self.B, (T,) + self.B.shape))
 
@@ -225,9 +228,9 @@ def random_isan(d: int, alphabet_size: int, T: int, rng: np.random.Generator,
                 scale: float = 1.0) -> TimeVaryingISAN:
     """Generic time-varying ISAN: x0 a random unit vector, A entries N(0, 1/d)
     (so E‖A x‖² = ‖x‖²), B entries N(0, scale²) (logits of order `scale`)."""
-    d = _check_positive_int("d", d)
-    S = _check_positive_int("alphabet_size", alphabet_size)
-    T = _check_positive_int("T", T)
+    d = check_positive_int("d", d)
+    S = check_positive_int("alphabet_size", alphabet_size)
+    T = check_positive_int("T", T)
     x0 = rng.standard_normal(d)
     x0 /= np.linalg.norm(x0)
     A = rng.standard_normal((T, S, d, d)) / np.sqrt(d)
@@ -269,7 +272,7 @@ def _sequence_logprobs(x0, A, B, T):
 
 
 def _sample(x0, A, B, T, n, rng):
-    n = _check_positive_int("n", n, minimum=0)
+    n = check_positive_int("n", n, minimum=0)
     S, d = A.shape[1], A.shape[2]
     Z = np.empty((n, T), dtype=np.int64)
     X = np.broadcast_to(x0, (n, d)).copy()
@@ -298,13 +301,16 @@ def tv_distance(a, b, T: int | None = None) -> float:
     a, b: TimeVaryingISANs, ISANs (then T is required) or log-probability arrays
     as returned by sequence_logprobs. Refuses when |Σ|^T > MAX_STRINGS = 2^24.
     """
-    la, lb = _logprobs_of("a", a, T), _logprobs_of("b", b, T)
+    la, lb = logprobs_of("a", a, T), logprobs_of("b", b, T)
     if la.shape != lb.shape:
         raise ValueError(f"b: expected log-probabilities of shape {la.shape} (as a), got {lb.shape}")
     return float(0.5 * np.abs(np.exp(la) - np.exp(lb)).sum())
 
 
-def _logprobs_of(name, m, T):
+def logprobs_of(name, m, T):
+    """The log-probabilities of every string of Σ^T (lexicographic order) of ``m``: a
+    :class:`TimeVaryingISAN`, an :class:`ISAN` (at ``T``), or such a vector itself (checked);
+    errors name ``name``."""
     if isinstance(m, TimeVaryingISAN):
         if T is not None and T != m.T:
             raise ValueError(f"T: {name} has T = {m.T}, got T = {T}")
@@ -342,7 +348,7 @@ def logit_matrix(oracle: Oracle, histories, futures, alphabet_size: int | None =
         if not histories or not futures:
             raise ValueError("logit_matrix: give alphabet_size when histories or futures is empty")
         alphabet_size = np.asarray(oracle(histories[0] + futures[0])).shape[-1]
-    S = _check_positive_int("alphabet_size", alphabet_size)
+    S = check_positive_int("alphabet_size", alphabet_size)
     if not histories or not futures:
         return np.empty((len(histories), len(futures) * S))
     return extended_logit_matrix(oracle, histories, futures, centered=False, alphabet_size=S)
@@ -400,9 +406,9 @@ def isan_from_low_rank_oracle(oracle: Oracle, alphabet_size: int, T: int, d: int
     to our x_t = A x_{t-1}); B_t = L(S^(t-1), {Null})^T; x0 = e_1. Exponentially many queries
     (all of Σ^{≤T-1}): a constructive proof, for small cases.
     """
-    S = _check_positive_int("alphabet_size", alphabet_size)
-    T = _check_positive_int("T", T)
-    d = _check_positive_int("d", d)
+    S = check_positive_int("alphabet_size", alphabet_size)
+    T = check_positive_int("T", T)
+    d = check_positive_int("d", d)
     check_enumerable(S, T - 1)
     q = _Memo(oracle, S)
     basis, mats = [], []
@@ -444,7 +450,7 @@ def copying_isan(n: int, C: float) -> TimeVaryingISAN:
     Steps n+j: A = I, B_{n+j} = [[0 … 0 C/2], [0 … C (column j) … 0]]. Each copy step errs with
     probability q = 1/(1 + e^{C/2}), so TV to copying = 1 − (1 − q)^n <= n e^{−C/2}.
     """
-    n = _check_positive_int("n", n)
+    n = check_positive_int("n", n)
     if not np.isfinite(C):
         raise ValueError(f"C: expected a finite number, got {C!r}")
     d, T = n + 1, 2 * n
@@ -462,7 +468,7 @@ def copying_isan(n: int, C: float) -> TimeVaryingISAN:
 
 def copying_logprobs(n: int) -> np.ndarray:
     """Def C.8: log-probabilities over {0,1}^{2n} (lexicographic) of a∘a, a uniform in {0,1}^n."""
-    n = _check_positive_int("n", n)
+    n = check_positive_int("n", n)
     check_enumerable(2, 2 * n)
     a = np.arange(2 ** n)
     lp = np.full(4 ** n, -np.inf)
@@ -670,11 +676,11 @@ def learn_from_logit_queries(oracle: Oracle, alphabet_size: int, T: int, eps: fl
     hidden_dim (= max_t |H_t|, the padding size; <= d + 1, since an initial row y^t with
     uniform next token has rank 0), queries and samples (prefixes drawn from M[:t]).
     """
-    S = _check_positive_int("alphabet_size", alphabet_size, minimum=2)
-    T = _check_positive_int("T", T)
+    S = check_positive_int("alphabet_size", alphabet_size, minimum=2)
+    T = check_positive_int("T", T)
     if not 0 < eps < 1:
         raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
-    d_used = trivial_logit_rank_bound(S, T) if d is None else _check_positive_int("d", d)
+    d_used = trivial_logit_rank_bound(S, T) if d is None else check_positive_int("d", d)
     N = int(np.ceil(4 * T / eps * np.log(d_used * T / eps)))
     q = _Memo(oracle, S)
     H = [[()]] + [[(0,) * t] for t in range(1, T)]  # H_t = {y^t}, y = token 0

@@ -33,10 +33,12 @@ import numpy as np
 import scipy.stats
 from scipy.special import log_softmax
 
-from .isan import (EXACT_RANK_TOL, ISAN, MAX_STRINGS, TimeVaryingISAN, _check_positive_int, _check_prefix, _logprobs_of,
-                   all_futures, all_histories, centre, check_enumerable, isan_from_low_rank_oracle,
-                   learn_from_logit_queries, logit_matrix, logit_rank, noisy_parity_isan, noisy_parity_logprobs,
-                   random_isan, rare_branch_isan, time_varying_to_isan, tv_distance)
+from .book.costs import HeavyStep
+from .isan import (EXACT_RANK_TOL, ISAN, MAX_STRINGS, TimeVaryingISAN, all_futures, all_histories, centre,
+                   check_enumerable, check_positive_int, check_prefix, copying_isan, copying_logprobs,
+                   isan_from_low_rank_oracle, learn_from_logit_queries, logit_matrix, logit_rank, logprobs_of,
+                   noisy_parity_isan, noisy_parity_logprobs, random_isan, rare_branch_isan, time_varying_to_isan,
+                   tv_distance)
 
 EXACT_TV_LIMIT = 2 ** 20  # above this many strings, TV is estimated by Monte Carlo
 
@@ -81,7 +83,7 @@ class StateCachedOracle:
                 x = self.model.A[len(p) - 1, z] @ parent
                 self._states[p] = x
             else:
-                p = _check_prefix(prefix, self.model.alphabet_size, self.model.T - 1)
+                p = check_prefix(prefix, self.model.alphabet_size, self.model.T - 1)
                 x = self._state(p)
         self.calls += 1
         return self._Bc[len(p)] @ x
@@ -110,7 +112,7 @@ def tv_monte_carlo(a: TimeVaryingISAN, b: TimeVaryingISAN, n: int, rng: np.rando
 
     Returns (estimate, standard error).
     """
-    n = _check_positive_int("n", n, minimum=2)
+    n = check_positive_int("n", n, minimum=2)
     if (a.alphabet_size, a.T) != (b.alphabet_size, b.T):
         raise ValueError("b: expected a model over the same Σ^T as a")
     Z = a.sample(n, rng)
@@ -134,7 +136,7 @@ def kl_divergence(a, b, T: int | None = None) -> float:
     a, b as in :func:`lib.isan.tv_distance` (models or log-probability arrays).
     Strings with P_a(s) = 0 contribute 0; P_a(s) > 0 = P_b(s) gives inf.
     """
-    la, lb = _logprobs_of("a", a, T), _logprobs_of("b", b, T)
+    la, lb = logprobs_of("a", a, T), logprobs_of("b", b, T)
     if la.shape != lb.shape:
         raise ValueError(f"b: expected log-probabilities of shape {la.shape} (as a), got {lb.shape}")
     pa = np.exp(la)
@@ -177,8 +179,6 @@ def configurations_problem(configs) -> str | None:
     exactly, in a sentence, or None: an alphabet needs |Σ| >= 2 tokens, and the exact checks
     enumerate Σ^T, so |Σ|^T is held to ``lib.isan.MAX_STRINGS`` = 2^24. Used by the ISAN chapter's
     declaration (``validate:``), so that a configuration is refused before any work."""
-    from .isan import MAX_STRINGS
-
     for i, config in enumerate(configs):
         d, S, T = config
         if S < 2:
@@ -217,8 +217,6 @@ def theorem_4_3_table(configs: Sequence[tuple[int, int, int]], seed: int, tol: f
 def copying_table(ns: Sequence[int], Cs: Sequence[float]) -> list[dict]:
     """TV of Fact C.9's ISAN (hidden dim n+1) to the n-bit copying distribution, per (n, C),
     with the bound n·e^{−C/2} (each copy step errs with probability 1/(1 + e^{C/2}))."""
-    from .isan import copying_isan, copying_logprobs
-
     rows = []
     for n in ns:
         target = copying_logprobs(n)
@@ -267,7 +265,7 @@ def logprob_table_oracle(logprobs, alphabet_size: int, T: int) -> Callable:
     """Logit queries (Def C.14) of *any* distribution on Σ^T given by its log-probabilities
     (lexicographic order): the mean-centred log-marginal of the next token after a prefix.
     No model behind it: used to apply Lemma C.3 to a distribution's definition."""
-    S = _check_positive_int("alphabet_size", alphabet_size)
+    S = check_positive_int("alphabet_size", alphabet_size)
     check_enumerable(S, T)
     lp = np.asarray(logprobs, dtype=float)
     if lp.shape != (S ** T,):
@@ -275,7 +273,7 @@ def logprob_table_oracle(logprobs, alphabet_size: int, T: int) -> Callable:
     table = lp.reshape((S,) * T)
 
     def oracle(prefix):
-        p = _check_prefix(prefix, S, T - 1)
+        p = check_prefix(prefix, S, T - 1)
         sub = table[p].reshape(S, -1)
         m = sub.max(axis=1, keepdims=True)
         marg = (m + np.log(np.exp(sub - m).sum(axis=1, keepdims=True)))[:, 0]
@@ -476,7 +474,7 @@ def query_scaling(base: dict, axes: dict, repeats: int, seed: int, mc_samples: i
     bad = set(axes) - set(keys)
     if bad:
         raise ValueError(f"axes: factors must be among {keys}, got {sorted(bad)}")
-    repeats = _check_positive_int("repeats", repeats)
+    repeats = check_positive_int("repeats", repeats)
     points = [("base", dict(base))] + [(f, dict(base, **{f: v})) for f, vals in axes.items() for v in vals
                                        if v != base[f]]
     rows = []
@@ -655,7 +653,7 @@ def parity_budget_comparison(n: int, eps: float, p: float, seed: int) -> dict:
     estimator given as many samples m as the learner made queries. The empirical distribution puts
     mass only on the <= m strings it saw, each of probability <= (1−p)/2^n, so its TV is at least
     support_bound = 1 − m(1−p)/2^n (a theorem, recorded beside the measured TV)."""
-    n = _check_positive_int("n", n)
+    n = check_positive_int("n", n)
     rng = _seed(seed, 59, n)
     y = random_parity_vector(n, rng)
     model = noisy_parity_isan(y, p)
@@ -732,7 +730,7 @@ def perturbed_isan(base: TimeVaryingISAN, k: int, eta: float, rng: np.random.Gen
     A = [[A_base, 0], [G, H]] (the first d coordinates evolve exactly as in ``base``; the k extra
     ones are driven by them), B = [B_base, eta·E] with E ~ N(0, 1). So every mean-centred logit
     is base's plus eta times a linear function of the extra state: L = L_base + eta·L_extra."""
-    k = _check_positive_int("k", k)
+    k = check_positive_int("k", k)
     T, S, d = base.T, base.alphabet_size, base.d
     D = d + k
     A = np.zeros((T, S, D, D))
@@ -817,8 +815,6 @@ def heavy_steps(values: dict) -> list:
     run's TV to the truth is exact) and of its Theorem 4.3 models, and the noisy parities of the sample
     learners (m samples of n + 1 bits) and of the budget comparison (2^(n+1) strings at
     ``parity_compare_n``)."""
-    from .book.costs import HeavyStep
-
     grid = [(d, S, T) for d in values["grid_d"] for S in values["grid_alphabet"] for T in values["grid_T"]]
     runs = len(values["grid_eps"]) * values["grid_repeats"]
     grid_peak = max(enumeration_cost(S, T, d)[0] for d, S, T in grid)

@@ -37,7 +37,7 @@ What is here:
   §3.3) and its baselines, :func:`lemma_c18_bound` (App. C.4).
 
 The experiments of the chapter "Logit rank", with their controls and decision rules, are in
-:mod:`lib.logit_experiments`; loading a model by hub name and revision (:class:`ModelSeries`,
+:mod:`lib.logit_rank_experiments`; loading a model by hub name and revision (:class:`ModelSeries`,
 :func:`load_model`, :func:`load_tokenizer`, :func:`resolve_model_source`) is in
 :mod:`lib.models.hub`, and those names are importable from here too.
 """
@@ -51,11 +51,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from .book import cache
 from .book.device import process_group
+from .book.progress import progress as progress_bar
 from .models import gpt_neox, prefix_reuse
+from .models.causal_lm import CausalLM, check_fits_in_memory
 # model loading by name and revision lives in lib.models.hub; its names stay importable from here
 from .models.hub import ModelSeries, ModelSourceError, load_model, load_tokenizer, resolve_model_source  # noqa: F401
 from .models.prefix_reuse import DEFAULT_BATCH_TOKENS
+from .modes import principal_angles
 
 
 class LogitsError(ValueError):
@@ -84,8 +88,6 @@ def least_squares(A, b) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 def _is_lm(model) -> bool:
-    from .models.causal_lm import CausalLM
-
     return isinstance(model, CausalLM)
 
 
@@ -93,8 +95,6 @@ def as_model(model, device="cpu"):
     """``model`` itself if it is a CausalLM or a callable oracle; a name or path is loaded with
     :meth:`CausalLM.from_pretrained` (offline-aware: a hub name that cannot be had raises
     :class:`lib.models.causal_lm.ModelUnavailableError` at once)."""
-    from .models.causal_lm import CausalLM
-
     if isinstance(model, (str, os.PathLike)):
         return CausalLM.from_pretrained(model, device=device)
     if _is_lm(model) or callable(model):
@@ -258,9 +258,6 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
     Returns float32 for a language model, float64 for an oracle. Bad input (empty or too
     long sequences, k > |Σ|, a matrix that cannot fit in memory) is refused before any work.
     """
-    from .book.progress import progress as progress_bar
-    from .models.causal_lm import check_fits_in_memory
-
     model = as_model(model, device)
     histories, futures = _as_seqs("histories", histories), _as_seqs("futures", futures)
     lm = _is_lm(model)
@@ -351,8 +348,6 @@ def cached_extended_logit_matrix(model_id: str, model, histories, futures, k: in
     ``model_id`` names the model uniquely (e.g. the checkpoint directory, or hub name and
     revision). The entry is a directory, so an interrupted large matrix resumes from its
     finished row blocks."""
-    from .book import cache
-
     histories, futures = _as_seqs("histories", histories), _as_seqs("futures", futures)
     params = {"model": str(model_id), "histories": [list(h) for h in histories],
               "futures": [list(f) for f in futures], "k": k, "centered": centered,
@@ -642,8 +637,6 @@ def column_space_angles(L1, L2, r: int, usv1=None, usv2=None) -> np.ndarray:
     """Cosines (descending) of the principal angles between the column spans of the rank-r
     truncated SVDs of L1 and L2 (same histories, rows): spans of their top-r left singular vectors.
     ``usv1``, ``usv2``: SVDs of L1, L2 computed before (reused; L1, L2 are then not read)."""
-    from .modes import principal_angles
-
     def top(L, usv=None):
         if usv is not None:
             return usv[0][:, :r]
@@ -655,8 +648,6 @@ def column_space_angles(L1, L2, r: int, usv1=None, usv2=None) -> np.ndarray:
 def random_subspace_cosine_trials(n: int, r: int, trials: int, seed: int = 0) -> np.ndarray:
     """(trials, r): for each of ``trials`` pairs of independent uniformly random r-dimensional subspaces
     of R^n, the cosines (descending) of their principal angles (the null of Figs 4 and 11)."""
-    from .modes import principal_angles
-
     rng = np.random.default_rng(seed)
     return np.stack([np.cos(principal_angles(rng.standard_normal((n, r)), rng.standard_normal((n, r))))
                      for _ in range(trials)])

@@ -75,7 +75,7 @@ __all__ = [
     "project_svm_constraints",
     "linear_constraints", "dirichlet_entropy_moments", "ray_excess", "gd_excess_bound", "path_excess_bound", "RAY",
     "linear_geometry", "LinearGeometry", "separability", "linear_w_mm", "smoothness", "gd_linear", "ufm_logits",
-    "ufm_objective", "ufm_path", "ufm_factors", "ufm_train",
+    "ufm_objective", "ufm_path", "ufm_factors", "ufm_train", "cosine_matrix", "offdiag_corr", "permutation_null",
 ]
 
 
@@ -981,3 +981,46 @@ def _run_ufm(optimizer, W, H, loss_fn, losses, steps, lr, weight_decay):
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
+
+
+# --------------------------------------------------------------------------------------
+# Geometry read-outs: cosine matrices of embeddings and how alike two of them are
+# --------------------------------------------------------------------------------------
+
+def cosine_matrix(X, center: bool = False) -> np.ndarray:
+    """Cosine similarities between the rows of X (n × d); rows of zero norm give 0.
+    With center, the mean row is subtracted first."""
+    X = np.asarray(X, float)
+    if center:
+        X = X - X.mean(0, keepdims=True)
+    n = np.linalg.norm(X, axis=1, keepdims=True)
+    Y = X / np.where(n > 0, n, 1.0)
+    return Y @ Y.T
+
+
+def offdiag_corr(A, B) -> float:
+    """Pearson correlation of the strictly upper-triangular entries of two square matrices."""
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    iu = np.triu_indices(A.shape[0], 1)
+    a, b = A[iu], B[iu]
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def permutation_null(A, B, n_perm: int = 1000, seed: int = 0) -> np.ndarray:
+    """Null distribution of offdiag_corr(A, Π B Πᵀ) over random relabellings Π (B's items
+    assigned to A's at random): the correlation expected when B's geometry is unrelated to
+    which item is which."""
+    A, B = np.asarray(A, float), np.asarray(B, float)
+    rng = np.random.default_rng(seed)
+    iu = np.triu_indices(A.shape[0], 1)
+    a = A[iu] - A[iu].mean()
+    out = np.empty(n_perm)
+    for i in range(n_perm):
+        p = rng.permutation(A.shape[0])
+        b = B[p[iu[0]], p[iu[1]]]
+        b = b - b.mean()
+        den = math.sqrt(float(a @ a) * float(b @ b))
+        out[i] = float(a @ b) / den if den > 0 else float("nan")
+    return out

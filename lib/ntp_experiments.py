@@ -15,8 +15,8 @@ quotes). Each function runs one part of the chapter and returns a result object 
 * the closed form for all k-subset supports (:func:`ksubset_experiment`);
 * a transformer against the prediction (the talk's "Experiment"): training and read-out
   (:func:`train_transformer`), the same architecture untrained as the control
-  (:func:`untrained_readouts`), the geometry read-outs (:func:`cosine_matrix`,
-  :func:`offdiag_corr`, :func:`permutation_null`) and the comparisons
+  (:func:`untrained_readouts`), the geometry read-outs (:func:`lib.ntp.cosine_matrix`,
+  :func:`lib.ntp.offdiag_corr`, :func:`lib.ntp.permutation_null`) and the comparisons
   (:func:`compare_geometries`); subspace collapse (:func:`subspace_collapse`);
 * the open question d < V (:func:`logit_spectra`, :func:`effective_rank`).
 """
@@ -31,10 +31,10 @@ import numpy as np
 import scipy.special
 
 from .book.device import torch_threads
-from .ntp import (NTPData, NTPError, LinearGeometry, cross_entropy, extract_contexts,
+from .ntp import (NTPData, NTPError, LinearGeometry, cosine_matrix, cross_entropy, extract_contexts,
                   gd_excess_bound, gd_linear, k_subsets, kl_terms, l_star, linear_geometry, linear_w_mm,
-                  ntp_svm_first_order, path_excess_bound, project_F, separability, solve_ntp_svm, ufm_factors,
-                  ufm_objective, ufm_path, ufm_train, word_stream)
+                  ntp_svm_first_order, offdiag_corr, path_excess_bound, permutation_null, project_F, separability,
+                  solve_ntp_svm, ufm_factors, ufm_objective, ufm_path, ufm_train, word_stream)
 
 __all__ = [
     "CorpusContexts", "corpus_contexts", "ce_identity_error", "LinearRun", "linear_experiment", "OverparamScan",
@@ -436,49 +436,10 @@ def untrained_readouts(data: NTPData, hidden: int, layers: int, n: int, seed: in
     return out
 
 
-def cosine_matrix(X, center: bool = False) -> np.ndarray:
-    """Cosine similarities between the rows of X (n × d); rows of zero norm give 0.
-    With center, the mean row is subtracted first."""
-    X = np.asarray(X, float)
-    if center:
-        X = X - X.mean(0, keepdims=True)
-    n = np.linalg.norm(X, axis=1, keepdims=True)
-    Y = X / np.where(n > 0, n, 1.0)
-    return Y @ Y.T
-
-
-def offdiag_corr(A, B) -> float:
-    """Pearson correlation of the strictly upper-triangular entries of two square matrices."""
-    A, B = np.asarray(A, float), np.asarray(B, float)
-    iu = np.triu_indices(A.shape[0], 1)
-    a, b = A[iu], B[iu]
-    if a.std() == 0 or b.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
-
-
-def permutation_null(A, B, n_perm: int = 1000, seed: int = 0) -> np.ndarray:
-    """Null distribution of offdiag_corr(A, Π B Πᵀ) over random relabellings Π (B's items
-    assigned to A's at random): the correlation expected when B's geometry is unrelated to
-    which item is which."""
-    A, B = np.asarray(A, float), np.asarray(B, float)
-    rng = np.random.default_rng(seed)
-    iu = np.triu_indices(A.shape[0], 1)
-    a = A[iu] - A[iu].mean()
-    out = np.empty(n_perm)
-    for i in range(n_perm):
-        p = rng.permutation(A.shape[0])
-        b = B[p[iu[0]], p[iu[1]]]
-        b = b - b.mean()
-        den = math.sqrt(float(a @ a) * float(b @ b))
-        out[i] = float(a @ b) / den if den > 0 else float("nan")
-    return out
-
-
 def compare_geometries(pairs: Mapping[str, tuple], n_perm: int, seed: int) -> list[dict]:
     """One row per named pair (A, B, controls): the correlation r of the off-diagonal entries of
     the cosine matrices A and B, its relabelling p-value (1 + #{null ≥ r})/(n_perm + 1) against
-    :func:`permutation_null`, and the same correlation for each control matrix A₀ in place of A
+    :func:`lib.ntp.permutation_null`, and the same correlation for each control matrix A₀ in place of A
     (A's model untrained): their mean and standard deviation, and z = (r − mean)/SD, how far
     training moved the geometry towards B beyond what the untrained architecture gives, with its
     standard error from the n controls, √(1/n + z²/(2(n − 1))) (the mean's and the SD's)."""

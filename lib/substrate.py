@@ -9,10 +9,16 @@ Introduction says of this substrate (its verdicts, its cost declaration) is
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
 from .book.chapters import get_chapter
 from .book.moved import forward_moved
 from .models import mini_pythia
 from .models.causal_lm import estimate_param_count
+from .models.hub import ModelSeries
 from .text import corpus as corpora, tokenization
 from .text.tokenization import GPT_NEOX_VOCAB, tokenizer_vocab_size  # noqa: F401  (old names: the twin moved there)
 
@@ -81,6 +87,72 @@ def book_suite(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = 
                              context_length=p["context_length"], train_steps=p["train_steps"],
                              batch_size=p["batch_size"], seed=seed, device=device)
     return suite, tok, train, held
+
+
+@dataclass
+class ModelSource:
+    """The models a chapter reads and their tokenizer, from the book's suite or from a hub model
+    (:func:`model_source`).
+
+    ``sizes`` and ``steps`` (checkpoint labels, step 0 first, the final one last); ``load(size, step)``
+    → :class:`lib.models.causal_lm.CausalLM` and ``model_id(size, step)``, its name for the book's
+    cache; ``encode`` (text → a tuple of token ids), ``decode`` (ids → text) and ``encode_documents``
+    (texts → one id array each). For the suite: ``suite``, its tokenizer ``tokenizer`` and its
+    training and held-out streams ``train``, ``held``; for a hub model: ``series``
+    (:class:`lib.models.hub.ModelSeries`) and its ``tokenizer``."""
+    name: str
+    sizes: list
+    steps: list
+    load: Callable[[Any, Any], Any]
+    model_id: Callable[[Any, Any], str]
+    encode: Callable[[str], tuple]
+    decode: Callable[[Sequence[int]], str]
+    encode_documents: Callable[[Sequence[str]], list]
+    tokenizer: Any
+    suite: Any = None
+    train: Any = None
+    held: Any = None
+    series: Any = None
+
+
+def model_source(hub_model: str = "suite", hub_revisions=(), *, profile: str = "ci", seed: int = 0, device="cpu",
+                 model_sizes=None, train_device=None) -> ModelSource:
+    """The models a chapter reads: the book's suite or one hub model at its revisions (:class:`ModelSource`).
+
+    ``hub_model = "suite"``: the Introduction's suite at ``profile`` and ``seed`` (its settings and
+    streams, :func:`intro_settings` and :func:`tokenized_corpus`; trained by :func:`train_book_suite`
+    on ``train_device``, default ``device``, or read from the cache), at the sizes ``model_sizes``
+    (default: the Introduction's), its models loaded on ``device``. Otherwise a hub name or local
+    directory at ``hub_revisions`` (:class:`lib.models.hub.ModelSeries` on ``device``, every revision
+    resolved before any work): one size, named ``hub_model``, whose steps are the revisions."""
+    if hub_model == "suite":
+        train_device = device if train_device is None else train_device
+        if train_device == "auto":
+            settings_device = train_device
+        else:
+            import torch
+
+            settings_device = torch.device(train_device).type     # "cuda:0" → "cuda", as the parameter allows
+        p = intro_settings(profile, seed, settings_device)
+        text = load_text(p["corpus"], p["max_corpus_mb"])
+        tok, train, held, _ = tokenized_corpus(text, p["tokenizer"], seed)
+        suite = train_book_suite(train, held, tok, profile=profile, model_sizes=model_sizes or p["model_sizes"],
+                                 context_length=p["context_length"], train_steps=p["train_steps"],
+                                 batch_size=p["batch_size"], seed=seed, device=train_device)
+        return ModelSource(
+            "suite", list(suite.sizes), list(suite.checkpoint_steps),
+            load=lambda size, step: suite.load(size, step, device),
+            model_id=lambda size, step: str(suite.checkpoint_dir(size, step)),
+            encode=lambda s: tuple(int(t) for t in tok.encode(s)), decode=tok.decode,
+            encode_documents=lambda docs: [np.asarray(t) for t in tok.encode_batch(docs)],
+            tokenizer=tok, suite=suite, train=train, held=held)
+    series = ModelSeries(hub_model, hub_revisions, device=device)
+    return ModelSource(
+        str(hub_model), [hub_model], list(series.revisions),
+        load=lambda size, step: series.load(step), model_id=lambda size, step: series.model_id(step),
+        encode=series.encode, decode=series.decode,
+        encode_documents=lambda docs: [np.asarray(series.encode(d)) for d in docs],
+        tokenizer=series.tokenizer, series=series)
 
 
 def training_windows(stream, n: int, context: int, seed: int):

@@ -16,7 +16,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-from lib import logit_experiments as lx, logits as lg, ntp_experiments as nx
+from lib import logit_rank_experiments as lx, logits as lg, ntp_experiments as nx
 from lib.book.chapters import get_chapter
 from lib.book.costs import DoesNotFit, check_fits, named_gpu
 from lib.models.causal_lm import CausalLM, forward_flops

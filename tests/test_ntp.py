@@ -737,3 +737,28 @@ def test_check_settings_accepts_the_presets_and_refuses_bad_lists():
                             ({"lambdas": ["a", 1, 2]}, "a list of numbers")):
         with pytest.raises(ntp.NTPError, match=message):
             ntp.check_settings(**{**good, **change})
+
+
+# --- geometry read-outs (moved from lib.ntp_experiments) ------------------------------------------
+
+def test_cosine_matrix_and_offdiag_corr_by_hand():
+    X = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    C = ntp.cosine_matrix(X)
+    assert C[0, 1] == pytest.approx(1 / math.sqrt(2)) and C[2, 2] == 0.0
+    assert ntp.cosine_matrix(X, center=True)[0, 1] == pytest.approx(
+        ntp.cosine_matrix(X - X.mean(0))[0, 1])
+    A = np.array([[0, 1, 2], [1, 0, 3], [2, 3, 0]], float)
+    B = np.array([[0, 2, 4], [2, 0, 7], [4, 7, 0]], float)
+    assert ntp.offdiag_corr(A, B) == pytest.approx(np.corrcoef([1, 2, 3], [2, 4, 7])[0, 1])
+    assert math.isnan(ntp.offdiag_corr(A, np.ones((3, 3))))
+
+
+def test_permutation_null_relabels_b():
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((2, 7, 7))
+    A, B = A + A.T, B + B.T
+    null = ntp.permutation_null(A, B, n_perm=20, seed=5)
+    replay = np.random.default_rng(5)
+    for value in null:
+        p = replay.permutation(7)
+        assert value == pytest.approx(ntp.offdiag_corr(A, B[np.ix_(p, p)]), abs=1e-12)

@@ -210,42 +210,19 @@ def test_ksubset_experiment_rows_against_independent_computations():
 
 # --- §5 geometry read-outs and the untrained control -----------------------------------------------
 
-def test_cosine_matrix_and_offdiag_corr_by_hand():
-    X = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
-    C = experiments.cosine_matrix(X)
-    assert C[0, 1] == pytest.approx(1 / math.sqrt(2)) and C[2, 2] == 0.0
-    assert experiments.cosine_matrix(X, center=True)[0, 1] == pytest.approx(
-        experiments.cosine_matrix(X - X.mean(0))[0, 1])
-    A = np.array([[0, 1, 2], [1, 0, 3], [2, 3, 0]], float)
-    B = np.array([[0, 2, 4], [2, 0, 7], [4, 7, 0]], float)
-    assert experiments.offdiag_corr(A, B) == pytest.approx(np.corrcoef([1, 2, 3], [2, 4, 7])[0, 1])
-    assert math.isnan(experiments.offdiag_corr(A, np.ones((3, 3))))
-
-
-def test_permutation_null_relabels_b():
-    rng = np.random.default_rng(0)
-    A, B = rng.standard_normal((2, 7, 7))
-    A, B = A + A.T, B + B.T
-    null = experiments.permutation_null(A, B, n_perm=20, seed=5)
-    replay = np.random.default_rng(5)
-    for value in null:
-        p = replay.permutation(7)
-        assert value == pytest.approx(experiments.offdiag_corr(A, B[np.ix_(p, p)]), abs=1e-12)
-
-
 def test_compare_geometries_both_ways():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((30, 4))
-    target = experiments.cosine_matrix(X)
-    related = experiments.cosine_matrix(X + 0.3 * rng.standard_normal(X.shape))
-    unrelated = experiments.cosine_matrix(rng.standard_normal((30, 4)))
-    controls = [experiments.cosine_matrix(rng.standard_normal((30, 4))) for _ in range(20)]
+    target = ntp.cosine_matrix(X)
+    related = ntp.cosine_matrix(X + 0.3 * rng.standard_normal(X.shape))
+    unrelated = ntp.cosine_matrix(rng.standard_normal((30, 4)))
+    controls = [ntp.cosine_matrix(rng.standard_normal((30, 4))) for _ in range(20)]
     rows = experiments.compare_geometries({"related": (related, target, controls),
                                            "unrelated": (unrelated, target, controls)}, n_perm=200, seed=0)
-    r0 = np.array([experiments.offdiag_corr(c, target) for c in controls])
+    r0 = np.array([ntp.offdiag_corr(c, target) for c in controls])
     assert rows[0]["r untrained"] == pytest.approx(r0.mean()) and rows[0]["SD untrained"] == pytest.approx(r0.std(ddof=1))
     assert rows[0]["z"] == pytest.approx((rows[0]["r"] - r0.mean()) / r0.std(ddof=1))
-    null = experiments.permutation_null(unrelated, target, n_perm=200, seed=0)
+    null = ntp.permutation_null(unrelated, target, n_perm=200, seed=0)
     assert rows[1]["p (relabelling)"] == pytest.approx((1 + (null >= rows[1]["r"]).sum()) / 201)
     assert rows[0]["z"] > 5 and rows[0]["p (relabelling)"] == pytest.approx(1 / 201)
     assert abs(rows[1]["z"]) < 3 and rows[1]["p (relabelling)"] > 0.01
@@ -264,13 +241,13 @@ def test_geometry_comparison_reads_every_pair_with_its_models_controls(story_dat
               for name in ("transformer", "UFM")}
     out = experiments.geometry_comparison(story_data, emb, copies, n_perm=50, seed=0)
     assert list(out.rows) == list(experiments.PAIRS) and len(out.table_rows()) == len(experiments.PAIRS)
-    assert np.allclose(out.contexts["supports"], experiments.cosine_matrix(story_data.S.T))
-    assert np.allclose(out.words["UFM"], experiments.cosine_matrix(emb["UFM"][0], center=True))
+    assert np.allclose(out.contexts["supports"], ntp.cosine_matrix(story_data.S.T))
+    assert np.allclose(out.words["UFM"], ntp.cosine_matrix(emb["UFM"][0], center=True))
     row = out.rows["ufm_mm_words"]                                  # the UFM's own untrained copies are its control
-    r0 = [experiments.offdiag_corr(experiments.cosine_matrix(W, center=True), out.words["L^mm factors"])
+    r0 = [ntp.offdiag_corr(ntp.cosine_matrix(W, center=True), out.words["L^mm factors"])
           for W, _ in copies["UFM"]]
     assert row["r untrained"] == pytest.approx(np.mean(r0))
-    assert row["r"] == pytest.approx(experiments.offdiag_corr(out.words["UFM"], out.words["L^mm factors"]))
+    assert row["r"] == pytest.approx(ntp.offdiag_corr(out.words["UFM"], out.words["L^mm factors"]))
 
 
 def test_untrained_readouts_draw_the_models_initialisation(story_data):

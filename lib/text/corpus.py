@@ -371,14 +371,16 @@ def load_path_corpus(path: str | os.PathLike) -> Corpus:
 # --------------------------------------------------------------------------- Hugging Face hub
 
 
-def _offline_env() -> str | None:
+def offline_env() -> str | None:
+    """The environment variable that puts the Hugging Face libraries offline (``HF_HUB_OFFLINE``,
+    ``HF_DATASETS_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set to 1/ON/YES/TRUE), or None."""
     for var in _OFFLINE_ENV:
         if os.environ.get(var, "").strip().upper() in ("1", "ON", "YES", "TRUE"):
             return var
     return None
 
 
-def _hub_reachable(timeout: float = 5.0) -> bool:
+def hub_reachable(timeout: float = 5.0) -> bool:
     """Whether the hub endpoint answers at all (any HTTP status counts), within ``timeout`` seconds."""
     import urllib.error
     import urllib.request
@@ -393,7 +395,7 @@ def _hub_reachable(timeout: float = 5.0) -> bool:
         return False
 
 
-def _is_network_error(err: BaseException) -> bool:
+def is_network_error(err: BaseException) -> bool:
     """Whether ``err`` (or anything in its cause chain) looks like a failure to reach the network."""
     seen = set()
     while err is not None and id(err) not in seen:
@@ -440,7 +442,7 @@ def load_hf_corpus(dataset: str, *, split: str = "train", text_field: str = "tex
         datasets_version = importlib.metadata.version("datasets")
     except importlib.metadata.PackageNotFoundError:
         datasets_version = None
-    local = local_hub_dataset(dataset, split, config) if _offline_env() else None
+    local = local_hub_dataset(dataset, split, config) if offline_env() else None
     params = {"dataset": dataset, "config": config, "split": split, "text_field": text_field,
               "max_documents": max_documents, "max_bytes": max_bytes, "datasets": datasets_version,
               # offline, the snapshot read (a stand-in is not the hub's data): its commit and files are the key
@@ -483,7 +485,7 @@ def _hub_stream(dataset: str, config: str | None, split: str):
     local Hugging Face cache (so that ``hf:<dataset>`` reads the same files either way)."""
     import datasets
 
-    var = _offline_env()
+    var = offline_env()
     if var:
         local = local_hub_dataset(dataset, split, config)
         if local is None:
@@ -492,7 +494,7 @@ def _hub_stream(dataset: str, config: str | None, split: str):
         files, _commit = local
         builder = "parquet" if files[0].name.endswith(".parquet") else "json"
         return datasets.load_dataset(builder, data_files=[str(f) for f in files], split="train", streaming=True), local
-    if not _hub_reachable():
+    if not hub_reachable():
         raise _unavailable(dataset, f"no answer from {os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}")
     # Short network timeouts (read when huggingface_hub is first imported).
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
@@ -543,7 +545,7 @@ def _fetch_hf(dataset: str, config: str | None, split: str, text_field: str,
     except (ValueError, CorpusUnavailable):
         raise
     except Exception as err:  # noqa: BLE001 - classify, then re-raise
-        if _is_network_error(err):
+        if is_network_error(err):
             raise _unavailable(dataset, f"{type(err).__name__}: {err}") from err
         raise
     if not documents:
@@ -664,4 +666,5 @@ def load_corpus(source: str | os.PathLike = "default", **options) -> Corpus:
 
 __all__ = ["Corpus", "CorpusUnavailable", "SourceNotFound", "load_corpus", "load_path_corpus", "load_hf_corpus",
            "build_pydocs_corpus", "register_source", "unregister_source", "available_sources",
-           "drop_doctest_lines", "module_docstrings", "DEFAULT_PACKAGES", "HF_DEFAULT_MAX_BYTES"]
+           "drop_doctest_lines", "module_docstrings", "DEFAULT_PACKAGES", "HF_DEFAULT_MAX_BYTES", "offline_env",
+           "hub_reachable", "is_network_error"]

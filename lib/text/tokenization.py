@@ -325,15 +325,15 @@ def load_hf_tokenizer(name_or_path: str | os.PathLike) -> Tokenizer:
         return Tokenizer(f"hf:{name}", "hf", backend)
     except (OSError, ValueError):
         pass
-    var = _corpus._offline_env()
+    var = _corpus.offline_env()
     if var:
         raise _offline_help(name, f"offline mode is on: {var}={os.environ[var]}")
-    if not _corpus._hub_reachable():
+    if not _corpus.hub_reachable():
         raise _offline_help(name, f"no answer from {os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}")
     try:
         backend = AutoTokenizer.from_pretrained(name)
     except Exception as err:  # noqa: BLE001 - classify network failures
-        if _corpus._is_network_error(err):
+        if _corpus.is_network_error(err):
             raise _offline_help(name, f"{type(err).__name__}: {err}") from err
         raise
     return Tokenizer(f"hf:{name}", "hf", backend)

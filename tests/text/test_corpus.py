@@ -166,7 +166,7 @@ def online(monkeypatch):
     """Pretend the hub answers: no offline variables, reachability check passes."""
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(C, "_hub_reachable", lambda timeout=5.0: True)
+    monkeypatch.setattr(C, "hub_reachable", lambda timeout=5.0: True)
 
 
 def test_hf_offline_env(monkeypatch):
@@ -183,7 +183,7 @@ def test_hf_offline_env(monkeypatch):
 def test_hf_unreachable_is_quick(monkeypatch):
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(C, "_hub_reachable", lambda timeout=5.0: False)
+    monkeypatch.setattr(C, "hub_reachable", lambda timeout=5.0: False)
     with pytest.raises(CorpusUnavailable, match="unreachable"):
         load_corpus("hf:monology/pile-uncopyrighted")
 

@@ -1,4 +1,4 @@
-"""lib.logit_experiments: the α curve and the rules that decide the α findings, Fig. 3's shape, the overlap
+"""lib.logit_rank_experiments: the α curve and the rules that decide the α findings, Fig. 3's shape, the overlap
 against a control pair with its bootstrap, LinGen's margins and its comparison with the baselines, Lemma C.18's
 table; each against a hand-made case or an independent computation, and each rule both ways."""
 import numpy as np
@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import torch
 
-from lib import isan, logit_experiments as lx, logits as lg
+from lib import isan, logit_rank_experiments as lx, logits as lg
 
 torch.set_num_threads(1)
 
@@ -219,3 +219,10 @@ def test_lemma_c18_check_rows():
     assert len(rows) == 2 and all(r["ratio"] >= 1 for r in rows)
     est = lg.lemma_c18_estimates(model, H, v[1], (2,), 2, 2, seed=1)      # target i uses seed + i
     assert rows[1]["measured_kl"] == pytest.approx(est["measured_kl"]) and rows[1]["delta"] == pytest.approx(est["delta"])
+
+
+def test_the_old_module_path_answers_every_name():
+    from lib import logit_experiments
+
+    assert logit_experiments.overlap_against_control is lx.overlap_against_control
+    assert logit_experiments.heavy_steps is lx.heavy_steps
