@@ -60,7 +60,7 @@ import torch
 from torch import nn
 
 from . import llc
-from .book.batched_gemm import ProbedLayouts
+from .batched_gemm import ProbedLayouts
 from .book.device import torch_threads
 from .book.parameters import integer_at_least
 from .conditional_models import Support
@@ -524,7 +524,7 @@ def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict
     return pickle.loads((Path(entry) / "run.pkl").read_bytes())
 
 
-GRID_GEMM_LAYOUT = True  # try lib.book.batched_gemm's layouts in grid_chains (benchmarks/README.md: measured)
+GRID_GEMM_LAYOUT = True  # try lib.batched_gemm's layouts in grid_chains (benchmarks/README.md: measured)
 
 
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
@@ -587,7 +587,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         return value, (value.detach(), (-(Wq * logp).sum() / H).detach())
 
     step = vmap(grad(loss, has_aux=True), in_dims=(0, 0))     # the parameters' parts: no split/cat in autograd
-    # lib.book.batched_gemm's layouts, kept where the first step's products are large enough to pay
+    # lib.batched_gemm's layouts, kept where the first step's products are large enough to pay
     layouts = ProbedLayouts(enabled=GRID_GEMM_LAYOUT and device.type == "cpu")
     # rows of the state: main rows (b, k, c), then (with ``measure``) probe rows (b, j, c), j = 1..J, holding
     # q's point (b, 0, c)

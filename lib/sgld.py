@@ -14,9 +14,9 @@ How a step is computed:
 * **vmap** (default): the gradients of a chunk's chains come from one ``torch.func.vmap`` of
   ``torch.func.grad`` over ``functional_call``; the update is the textbook form above, term by
   term, in place on reused (C, D) buffers. On the CPU the vmapped GEMMs may be laid out by
-  :mod:`lib.book.batched_gemm` (decided from shapes, by probing the first step). With
+  :mod:`lib.batched_gemm` (decided from shapes, by probing the first step). With
   ``compiled`` the whole vmapped gradient is ``torch.compile``d, and on the CPU its tiny
-  per-chain GEMMs become fused loops (:func:`lib.book.batched_gemm.small_products_pass`).
+  per-chain GEMMs become fused loops (:func:`lib.batched_gemm.small_products_pass`).
 * **loop**: one plain autograd forward + backward per chain, and the update fused into three
   passes,
 
@@ -52,13 +52,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from .book.batched_gemm import ProbedLayouts, small_products_pass
+from .batched_gemm import ProbedLayouts, small_products_pass
 from .book.device import process_group
 from .book.progress import progress as progress_bar
 
 LossFn = Callable[[nn.Module, tuple], torch.Tensor]
 
-CPU_GEMM_LAYOUT = True  # lib.book.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
+CPU_GEMM_LAYOUT = True  # lib.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
 
 BATCHING = ("vmap", "loop")
 
@@ -246,7 +246,7 @@ def compile_key(device) -> str:
 @functools.lru_cache(maxsize=None)
 def inductor_backend(kind: str):
     """The Inductor backend of every compiled step on one device type, made once per process: on the CPU with
-    :func:`lib.book.batched_gemm.small_products_pass`, so that the tiny per-chain GEMMs of a vmapped step are
+    :func:`lib.batched_gemm.small_products_pass`, so that the tiny per-chain GEMMs of a vmapped step are
     summed in fused loops. One object, because dynamo keys its cache on the backend too: a new one per
     ``torch.compile`` made every build a recompile of the same function (vmap's and our per-chain loss), and after
     ``torch._dynamo.config.recompile_limit`` (8) builds the steps ran eager. ``kind``: "cpu", "cuda", ..."""
@@ -349,7 +349,7 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
         grads = [torch.empty(C, D, dtype=w0.dtype, device=device) if mala else None for _ in range(K)]
     # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
     # they are large enough to pay for the mode (decided by probing the first step, from shapes only);
-    # a compiled step has its own rewrite (lib.book.batched_gemm.small_products_pass)
+    # a compiled step has its own rewrite (lib.batched_gemm.small_products_pass)
     layouts = ProbedLayouts(enabled=not fused and not compiled and torch.device(device).type == "cpu"
                             and CPU_GEMM_LAYOUT)
     squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)] if mala or not fused else None

@@ -168,7 +168,7 @@ def test_compiled_and_eager_estimates_agree(tmp_path, monkeypatch, batching, bat
 @pytest.mark.slow
 def test_compiled_vmap_step_sums_the_small_products(tmp_path, monkeypatch):
     """On the CPU the compiled vmapped step of reduced-rank regression (5, 3, 5) has all five of its products
-    rewritten by lib.book.batched_gemm's pass (two forward, three backward) and keeps the eager gradients."""
+    rewritten by lib.batched_gemm's pass (two forward, three backward) and keeps the eager gradients."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     seen = []
     original = sgld.small_products_pass
