@@ -51,6 +51,7 @@ import torch  # noqa: E402
 from benchmarks.harness import TIMING_GATE_RULE, add_arguments, interleave  # noqa: E402
 from lib import conditional_models as cm  # noqa: E402
 from lib import llc_theorems as th  # noqa: E402
+from lib import llc_theorems_experiments as tx  # noqa: E402
 from lib.book.chapters import REPO_ROOT, load_chapter  # noqa: E402
 from lib.book.timing import machine_info  # noqa: E402
 
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
 
     cfg = setting(args.quick, args.seed, args.draws)
     reps = 1 if args.quick else args.repeats
-    ins_cfg = th.insensitivity_settings("ci", args.seed, "cpu")
+    ins_cfg = tx.insensitivity_settings("ci", args.seed, "cpu")
     ladder = cm.ladder_support(**{k: ins_cfg[k] for k in ("history_length", "ladder_bigrams", "ladder_top",
                                                            "ladder_ratio", "background_size")}, seed=args.seed)
     rank = ladder.modes.rank

@@ -15,6 +15,8 @@ and continuations y ∈ Σ^l are finite, every population quantity is an exact s
   :class:`FactoredModel` (embedding → MLP → logits; its hidden width bounds the rank of its
   centred logit matrix, hence how many modes it can hold) and :class:`TransformerModel` (a
   GPT-NeoX from the book's model code reading the k history tokens; l = 1).
+* :func:`history_nll` - the per-history loss of a conditional model: one evaluation per distinct
+  history, every continuation weighted (the loss of the chapter "LLC theorems"' chains).
 * :func:`train` - full-batch Adam on the empirical loss of n pairs sampled from q, checkpoints at log-spaced steps and the
   model's whole conditional p(·|·, w_t) at every evaluation step, cached by
   :mod:`lib.book.cache` under a hash of everything that produced it.
@@ -33,7 +35,8 @@ from .book import cache
 from .book.device import resolve_device, torch_threads
 from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
-from .languages import Language, decode, is_language
+from .languages import Language, decode, is_language, mode_ladder
+from .models.causal_lm import quiet_transformers
 from .modes import Modes
 
 KINDS = ("tabular", "factored", "transformer")
@@ -140,8 +143,6 @@ def ladder_support(*, history_length: int, ladder_bigrams: int, ladder_top: floa
     """The mode ladder (:func:`lib.languages.mode_ladder`, background drawn from ``seed``) on
     Σ^k × Σ with k = ``history_length``: the setting of the chapters "Insensitivity" and "LLC
     theorems" (their parameters by name)."""
-    from .languages import mode_ladder
-
     try:
         lang = mode_ladder(k=history_length, n_bigrams=ladder_bigrams, top=ladder_top, ratio=ladder_ratio,
                            background=background_size, rng=seed)
@@ -198,8 +199,6 @@ class TransformerModel(nn.Module):
         super().__init__()
         from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-        from .models.causal_lm import quiet_transformers
-
         tokens = torch.as_tensor(np.asarray(history_tokens), dtype=torch.long)
         self.register_buffer("history_tokens", tokens, persistent=False)
         self.n_rows, self.n_cols = tokens.shape[0], int(vocab_size)
@@ -207,8 +206,7 @@ class TransformerModel(nn.Module):
             vocab_size=self.n_cols, max_position_embeddings=max(tokens.shape[1], 2), hidden_size=hidden,
             num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * hidden, rotary_pct=0.25,
             use_parallel_residual=True, tie_word_embeddings=False, hidden_act="gelu", layer_norm_eps=1e-5,
-            attention_dropout=0.0, hidden_dropout=0.0, bos_token_id=0, eos_token_id=0)
-        config._attn_implementation = "eager"
+            attention_dropout=0.0, hidden_dropout=0.0, bos_token_id=0, eos_token_id=0, attn_implementation="eager")
         with quiet_transformers():
             self.lm = GPTNeoXForCausalLM(config)
 
@@ -259,6 +257,15 @@ def build(spec: dict, support: Support, seed: int) -> nn.Module:
 
 def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def history_nll(model: nn.Module, batch) -> torch.Tensor:
+    """Per-history losses −Σ_y W[h, y] log p(y|x_h, w) for ``batch`` = (rows (H,), W (H, |Σ^l|)), W a
+    target's per-history weights (:func:`lib.llc_theorems.history_data`); their mean over h is the empirical
+    loss L_n of W's target: the conditional model is evaluated once per distinct history."""
+    rows, W = batch
+    logp = model(rows)
+    return -(W.to(logp.dtype) * logp).sum(-1)
 
 
 # ---------------------------------------------------------------------------

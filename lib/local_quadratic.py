@@ -10,7 +10,7 @@ With a_i = nβh_i + γ the posterior's value is
 
 a count of the directions the data confine (each adds ½ once nβh_i ≫ γ) minus a drift off a w*
 that is not a critical point. The chapter "LLC theorems" sets it beside the measured λ̂
-(:class:`lib.llc_theorems.DialExperiment`): where it holds, λ̂ measures curvature at the
+(:class:`lib.llc_theorems_experiments.DialExperiment`): where it holds, λ̂ measures curvature at the
 resolution γ/nβ.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ from torch import nn
 
 from . import llc
 from .book.device import torch_threads
+from .conditional_models import history_nll
 
 
 def flat_loss(model: nn.Module, loss_fn, data):
@@ -67,7 +68,7 @@ class LocalQuadratic:
 def local_quadratics(model: nn.Module, datas, max_dimension: int = 6000, loss_fn=None) -> LocalQuadratic:
     """Hessians and gradients at the model's parameters w* of the mean losses ``loss_fn(model, data)``
     for each data in ``datas`` (default: the per-history data (rows, W_k) and loss of
-    :func:`lib.llc_theorems.history_data` and :func:`lib.llc_theorems.history_nll`), as
+    :func:`lib.llc_theorems.history_data` and :func:`lib.conditional_models.history_nll`), as
     :class:`LocalQuadratic`. Dense Hessians by reverse-over-reverse differentiation (d² entries
     each; refused above ``max_dimension`` parameters before any work), one torch thread."""
     d = sum(p.numel() for p in model.parameters())
@@ -77,7 +78,7 @@ def local_quadratics(model: nn.Module, datas, max_dimension: int = 6000, loss_fn
     import scipy.linalg
 
     if loss_fn is None:
-        from .llc_theorems import history_nll as loss_fn
+        loss_fn = history_nll
     eigenvalues, gradient = [], []
     with torch_threads(1):
         for data in datas:

@@ -14,9 +14,9 @@ How a step is computed:
 * **vmap** (default): the gradients of a chunk's chains come from one ``torch.func.vmap`` of
   ``torch.func.grad`` over ``functional_call``; the update is the textbook form above, term by
   term, in place on reused (C, D) buffers. On the CPU the vmapped GEMMs may be laid out by
-  :mod:`lib.book.batched_gemm` (decided from shapes, by probing the first step). With
+  :mod:`lib.batched_gemm` (decided from shapes, by probing the first step). With
   ``compiled`` the whole vmapped gradient is ``torch.compile``d, and on the CPU its tiny
-  per-chain GEMMs become fused loops (:func:`lib.book.batched_gemm.small_products_pass`).
+  per-chain GEMMs become fused loops (:func:`lib.batched_gemm.small_products_pass`).
 * **loop**: one plain autograd forward + backward per chain, and the update fused into three
   passes,
 
@@ -32,11 +32,19 @@ How a step is computed:
   diagnostic, exact with full batches) costs about six more passes over the state per step; it
   runs only when asked for (``mala=True``). It never changes the chains.
 * **Seeds.** Chunk j draws its minibatches and noise from ``torch.Generator`` seeded with
-  ``(seed, j)``: the same seed and chunk size give bit-identical chains on the CPU, whether the
-  chunks run in one process or are split over ``torchrun`` processes (rank r runs chunks r,
-  r + W, …; the traces are gathered so every rank returns the whole result).
+  ``(seed, j)`` (:func:`chunk_seeds`): the same seed and chunk size give bit-identical chains on
+  the CPU, whether the chunks run in one process or are split over ``torchrun`` processes (rank r
+  runs chunks r, r + W, …; the traces are gathered so every rank returns the whole result).
 * **Divergence.** A chain is flagged at the first step t where its loss or its position is not
   finite; the caller leaves it out of the estimate.
+
+Eq. 12 itself is written once, in the section "Eq. 12, once" below: the seed rule
+(:func:`chunk_seeds`, :func:`chunk_generators`), the injected noise (:func:`draw_noise`), the
+coefficients (:func:`eq12_coefficients`) and the update in each of the arrangements its callers
+step with (:func:`textbook_update`, :func:`fused_update`, :func:`kicked_update_`; floating-point
+addition is not associative, so each caller keeps its own order and its chains bit for bit).
+:func:`run_chunk` steps with them, and so does the coupled (χ, β) grid of the chapter "LLC
+theorems" (:func:`lib.llc_theorems.grid_chains`), whose noise is the stream of chunk 0 here.
 """
 from __future__ import annotations
 
@@ -52,13 +60,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .book.batched_gemm import ProbedLayouts, small_products_pass
+from .batched_gemm import ProbedLayouts, small_products_pass
+from .book.cache import cache_root
 from .book.device import process_group
+from .book.parameters import integer_at_least
 from .book.progress import progress as progress_bar
+from .models.causal_lm import available_memory
 
 LossFn = Callable[[nn.Module, tuple], torch.Tensor]
 
-CPU_GEMM_LAYOUT = True  # lib.book.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
+CPU_GEMM_LAYOUT = True  # lib.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
 
 BATCHING = ("vmap", "loop")
 
@@ -160,15 +171,11 @@ def activation_bytes(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -
 
 def available_bytes(device) -> int:
     """Free memory on ``device`` (:func:`lib.models.causal_lm.available_memory`)."""
-    from .models.causal_lm import available_memory
-
     return available_memory(device)
 
 
 def chains_per_chunk(flat: FlatParameters, activation: int, chains: int, device, requested, targets: int = 1) -> int:
     """Chains per chunk: what half the free memory holds (state ~8 vectors of D per chain per target)."""
-    from .book.parameters import integer_at_least
-
     per_chain = targets * (8 * flat.w0.numel() * flat.w0.element_size() + 3 * activation)
     available = available_bytes(device)
     fit = int(0.5 * available // max(per_chain, 1))
@@ -183,6 +190,71 @@ def chains_per_chunk(flat: FlatParameters, activation: int, chains: int, device,
                                  f"{requested * per_chain / 2**20:.0f} MiB; at most {fit} fit on {device}")
         return min(requested, chains)
     return min(chains, fit)
+
+
+# ----- Eq. 12, once: the seed rule, the noise, the coefficients and the update -------------------
+
+SEED_STRIDE = 1_000_003  # chunk j of a run seeded s draws its minibatches from s·SEED_STRIDE + j
+NOISE_OFFSET = 7919      # and its injected noise from s·SEED_STRIDE + j + NOISE_OFFSET
+
+
+def chunk_seeds(seed: int, chunk_index: int) -> tuple[int, int]:
+    """The seed rule of every SGLD chain: (minibatch seed, noise seed) of chunk j of a run seeded s,
+    (s·1,000,003 + j, s·1,000,003 + j + 7919)."""
+    base = int(seed) * SEED_STRIDE + int(chunk_index)
+    return base, base + NOISE_OFFSET
+
+
+def chunk_generators(seed: int, chunk_index: int, device) -> tuple[torch.Generator, torch.Generator]:
+    """The generators of chunk j seeded by :func:`chunk_seeds`: minibatch indices (on the CPU) and injected
+    noise (on ``device``)."""
+    batch_seed, noise_seed = chunk_seeds(seed, chunk_index)
+    return (torch.Generator(device="cpu").manual_seed(batch_seed),
+            torch.Generator(device=device).manual_seed(noise_seed))
+
+
+def draw_noise(noise: torch.Tensor, generator: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+    """``noise`` filled in place with N(0, scale²) from ``generator``: with scale = √ε the √ε ξ of Eq. 12,
+    drawn already scaled (bit-equal to randn·√ε); with scale = 1 the ξ of ``torch.randn``, bit for bit."""
+    return noise.normal_(0.0, scale, generator=generator)
+
+
+def eq12_coefficients(half_eps, gamma, nbeta) -> tuple:
+    """The coefficients of Eq. 12 rearranged, w_{t+1} = keep·w_t + pull·w* − push·∇L + √ε ξ, from ε/2:
+    (keep, pull, push) = (1 − εγ/2, εγ/2, εnβ/2). Numbers, or tensors (one entry per temperature)."""
+    return 1 - half_eps * gamma, half_eps * gamma, half_eps * nbeta
+
+
+def textbook_update(w: torch.Tensor, half_drift: torch.Tensor, noise: torch.Tensor, *, out) -> torch.Tensor:
+    """Eq. 12 term by term: w − (ε/2)(nβ ∇L + γ (w − w*)) + √ε ξ, the drift (ε/2)(…) and ``noise`` = √ε ξ
+    given (``run_chunk``'s vmap batching, whose drift MALA also reads), into ``out``."""
+    return torch.sub(w, half_drift, out=out).add_(noise)
+
+
+def fused_update(w: torch.Tensor, grad, noise: torch.Tensor, w0: torch.Tensor, keep: float, pull: float, push: float,
+                 *, out, views=None) -> torch.Tensor:
+    """Eq. 12 in three passes, √ε ξ + keep·w + pull·w* − push·∇L (:func:`eq12_coefficients`; ``noise`` = √ε ξ),
+    into ``out``. ``grad``: a (C, D) tensor or, per chain, autograd's per-parameter tensors, added where they
+    lie (one ``_foreach_add_`` per chain into ``views`` of its row, no (C, D) copy)."""
+    new = torch.add(noise, w, alpha=keep, out=out).add_(w0, alpha=pull)
+    if isinstance(grad, torch.Tensor):
+        return new.add_(grad, alpha=-push)
+    for c, chain_grads in enumerate(grad):
+        torch._foreach_add_(views(new[c]), chain_grads, alpha=-push)
+    return new
+
+
+def kick(anchor: torch.Tensor, sqrt_eps, xi: torch.Tensor) -> torch.Tensor:
+    """The part of Eq. 12 that does not depend on w: pull·w* + √ε ξ, from ``anchor`` = pull·w* and unit
+    noise ξ (one kick serves every target coupled to the same noise)."""
+    return torch.addcmul(anchor, sqrt_eps, xi)
+
+
+def kicked_update_(w: torch.Tensor, grad: torch.Tensor, shift: torch.Tensor, keep, push) -> torch.Tensor:
+    """Eq. 12 in place, w ← keep·w − push·∇L + shift, ``shift`` the :func:`kick` pull·w* + √ε ξ
+    (:func:`eq12_coefficients`); ``push`` a tensor, the coefficients broadcast over w (one per temperature
+    in the coupled grid)."""
+    return w.mul_(keep).addcmul_(grad, push, value=-1).add_(shift)
 
 
 # ----- compiling the per-chain step -----------------------------------------------------------
@@ -225,8 +297,6 @@ def compile_cache(key: str):
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         yield os.environ["TORCHINDUCTOR_CACHE_DIR"]
         return
-    from .book.cache import cache_root
-
     folder = cache_root() / "inductor" / key
     folder.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
@@ -246,7 +316,7 @@ def compile_key(device) -> str:
 @functools.lru_cache(maxsize=None)
 def inductor_backend(kind: str):
     """The Inductor backend of every compiled step on one device type, made once per process: on the CPU with
-    :func:`lib.book.batched_gemm.small_products_pass`, so that the tiny per-chain GEMMs of a vmapped step are
+    :func:`lib.batched_gemm.small_products_pass`, so that the tiny per-chain GEMMs of a vmapped step are
     summed in fused loops. One object, because dynamo keys its cache on the backend too: a new one per
     ``torch.compile`` made every build a recompile of the same function (vmap's and our per-chain loss), and after
     ``torch._dynamo.config.recompile_limit`` (8) builds the steps ran eager. ``kind``: "cpu", "cuda", ..."""
@@ -340,8 +410,7 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
     C, K = len(chain_ids), len(steps)
     w0 = flat.w0.to(device)
     D = w0.numel()
-    gen = torch.Generator(device="cpu").manual_seed(int(s.seed) * 1_000_003 + chunk_index)
-    noise_gen = torch.Generator(device=device).manual_seed(int(s.seed) * 1_000_003 + chunk_index + 7919)
+    gen, noise_gen = chunk_generators(s.seed, chunk_index, device)
     full_batch = s.batch_size == s.n
     sqrt_eps, half_eps = math.sqrt(s.eps), 0.5 * s.eps
     fused = batching == "loop"
@@ -349,7 +418,7 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
         grads = [torch.empty(C, D, dtype=w0.dtype, device=device) if mala else None for _ in range(K)]
     # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
     # they are large enough to pay for the mode (decided by probing the first step, from shapes only);
-    # a compiled step has its own rewrite (lib.book.batched_gemm.small_products_pass)
+    # a compiled step has its own rewrite (lib.batched_gemm.small_products_pass)
     layouts = ProbedLayouts(enabled=not fused and not compiled and torch.device(device).type == "cpu"
                             and CPU_GEMM_LAYOUT)
     squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)] if mala or not fused else None
@@ -384,7 +453,7 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
     w = [w0.expand(C, -1).clone() for _ in range(K)]
     prev = [None] * K  # with MALA: (w, (ε/2) drift, potential u) of the previous step
     noise = torch.empty(C, D, dtype=w0.dtype, device=device)
-    keep_w, pull_w0, push_g = 1.0 - half_eps * s.gamma, half_eps * s.gamma, -half_eps * s.nbeta
+    keep_w, pull_w0, push_g = eq12_coefficients(half_eps, s.gamma, s.nbeta)  # (1 − εγ/2, εγ/2, εnβ/2)
     cheap_finite_check = torch.device(device).type == "cpu"
     data_device = datas[0][0].device
     for t in range(s.draws + 1):
@@ -396,7 +465,7 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
             # a fresh minibatch per chain: m indices drawn uniformly (with replacement)
             idx = torch.randint(0, s.n, (C, s.batch_size), generator=gen).to(data_device)
         if t < s.draws:
-            noise.normal_(0.0, sqrt_eps, generator=noise_gen)  # √ε ξ, drawn scaled (bit-equal to randn·√ε)
+            draw_noise(noise, noise_gen, sqrt_eps)  # √ε ξ
         for k in range(K):
             g, loss = gradient(k, w[k], idx)
             half_drift = sq = None
@@ -427,14 +496,9 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
             if t >= s.burn_in:
                 trace[k, :, t - s.burn_in] = loss.double()
             if fused:  # √ε ξ + (1 − εγ/2) w + (εγ/2) w* − (εnβ/2) ∇L
-                w[k] = torch.add(noise, w[k], alpha=keep_w, out=new).add_(w0, alpha=pull_w0)
-                if isinstance(g, torch.Tensor):
-                    w[k].add_(g, alpha=push_g)
-                else:  # each chain's per-parameter gradients, added where they lie (no (C, D) copy)
-                    for c, chain_grads in enumerate(g):
-                        torch._foreach_add_(flat.views(w[k][c]), chain_grads, alpha=push_g)
+                w[k] = fused_update(w[k], g, noise, w0, keep_w, pull_w0, push_g, out=new, views=flat.views)
             else:  # w − (ε/2) drift + √ε ξ
-                w[k] = torch.sub(w[k], half_drift, out=new).add_(noise)
+                w[k] = textbook_update(w[k], half_drift, noise, out=new)
         if K >= 2 and t < s.draws:
             d = torch.stack([(w[0] - w[k]).double().norm(dim=-1) for k in range(1, K)])
             max_sep = torch.maximum(max_sep, d.nan_to_num(float("inf")))

@@ -13,6 +13,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lib import conditional_models as cm, insensitivity as ins, known_llc, llc, llc_theorems as th
+from lib import llc_theorems_experiments as tx, local_quadratic as lq
 
 
 @pytest.fixture(scope="module")
@@ -135,11 +136,11 @@ def test_dial_peak_holds_the_kept_positions():
 
 def test_dial_steps_are_the_schedule_at_zero_curvature():
     """The plan's steps per chain are dial_schedule's at a vanishing curvature (a lower bound of the real one)."""
-    sched = th.dial_schedule(1e-12, [10.0, 100.0], 100.0, step_scale=0.25, burn_in_relaxations=1.0, relaxations=2.0)
+    sched = tx.dial_schedule(1e-12, [10.0, 100.0], 100.0, step_scale=0.25, burn_in_relaxations=1.0, relaxations=2.0)
     tau = 2 / 0.25
     planned = math.ceil(1.0 * tau) + math.ceil(2.0 * tau)
     assert planned <= sched["draws"] <= planned + 2  # the same steps, up to the rounding of 1e-12 · nβ
-    stiffer = th.dial_schedule(1.0, [10.0, 100.0], 100.0, step_scale=0.25, burn_in_relaxations=1.0, relaxations=2.0)
+    stiffer = tx.dial_schedule(1.0, [10.0, 100.0], 100.0, step_scale=0.25, burn_in_relaxations=1.0, relaxations=2.0)
     assert stiffer["draws"] > sched["draws"]
 
 
@@ -159,7 +160,7 @@ def test_local_quadratics_flops_cover_a_counted_hessian(ladder):
     model = cm.build({"kind": "factored", "hidden": 4}, ladder, 0).double()
     rows, W = th.history_data(ladder, [1], 200, 0)
     d, weights = cm.n_params(model), ins.matmul_weights(model)
-    f, w0 = th.flat_loss(model, th.history_nll, (rows, W[0]))
+    f, w0 = lq.flat_loss(model, cm.history_nll, (rows, W[0]))
     measured = counted(lambda: torch.func.jacrev(torch.func.jacrev(f))(w0.detach().double()))
     peak, flops = local_quadratics_cost(d, weights, len(rows), 1, 1)
     differentiation = flops - 9 * d ** 3
@@ -171,12 +172,12 @@ def test_insensitivity_settings_take_its_smoke_presets_on_the_paper_profile_only
     from lib.book.chapters import chapters
 
     presets = chapters()["insensitivity"].presets
-    smoke = th.insensitivity_settings("paper", 0, "cpu", smoke=True)
-    paper = th.insensitivity_settings("paper", 0, "cpu")
+    smoke = tx.insensitivity_settings("paper", 0, "cpu", smoke=True)
+    paper = tx.insensitivity_settings("paper", 0, "cpu")
     assert all(smoke[k] == v for k, v in presets["smoke"].items())
     assert paper["n_samples"] == presets["paper"]["n_samples"] != smoke["n_samples"]
     with pytest.raises(ValueError, match="paper"):
-        th.insensitivity_settings("ci", 0, "cpu", smoke=True)
+        tx.insensitivity_settings("ci", 0, "cpu", smoke=True)
 
 
 def test_tokenizer_vocab_size_reads_the_spec():

@@ -111,6 +111,52 @@ def test_noise_drawn_scaled_is_randn_times_sqrt_eps():
     a = torch.randn(3, 1000, generator=torch.Generator().manual_seed(11)).mul_(math.sqrt(3e-4))
     b = torch.empty(3, 1000).normal_(0.0, math.sqrt(3e-4), generator=torch.Generator().manual_seed(11))
     assert torch.equal(a, b)
+    # sgld.draw_noise is that draw; at scale 1 it is torch.randn itself (the coupled grid's unit noise)
+    c = sgld.draw_noise(torch.empty(3, 1000), torch.Generator().manual_seed(11), math.sqrt(3e-4))
+    assert torch.equal(a, c)
+    for dtype in (torch.float32, torch.float64):
+        unit = sgld.draw_noise(torch.empty(3, 17, dtype=dtype), torch.Generator().manual_seed(5))
+        assert torch.equal(unit, torch.randn(3, 17, dtype=dtype, generator=torch.Generator().manual_seed(5)))
+
+
+def test_the_seed_rule_is_one_closed_form():
+    """Chunk j of a run seeded s draws its minibatches from s·1,000,003 + j and its noise from s·1,000,003 + j + 7919
+    (sgld.chunk_seeds), through the generators of sgld.chunk_generators."""
+    for seed, j in [(0, 0), (7, 0), (7, 3), (2 ** 40 + 1, 11)]:
+        assert sgld.chunk_seeds(seed, j) == (seed * 1_000_003 + j, seed * 1_000_003 + j + 7919)
+        gen, noise_gen = sgld.chunk_generators(seed, j, "cpu")
+        assert gen.initial_seed() == seed * 1_000_003 + j and noise_gen.initial_seed() == seed * 1_000_003 + j + 7919
+
+
+def test_the_sampler_draws_through_the_seed_rule(problem, monkeypatch):
+    """run_chunk takes its generators from sgld.chunk_seeds itself: a rule shifted by one seed gives the chains
+    of the next seed, bit for bit."""
+    n = problem.data[0].shape[0]
+    kw = dict(RUN, nbeta=200.0, draws=4, batch_size=8)
+    real = sgld.chunk_seeds
+    nxt = llc.estimate_llc(problem.model, squared_error, problem.data, **{**kw, "seed": RUN["seed"] + 1})
+    monkeypatch.setattr(sgld, "chunk_seeds", lambda seed, j: real(seed + 1, j))
+    shifted = llc.estimate_llc(problem.model, squared_error, problem.data, **kw)
+    assert np.array_equal(shifted.loss, nxt.loss) and n > kw["batch_size"]
+
+
+def test_eq12_coefficients_and_the_update_arrangements_agree():
+    """(keep, pull, push) = (1 − εγ/2, εγ/2, εnβ/2); the fused, kicked and textbook arrangements of Eq. 12 are one
+    update up to rounding."""
+    half_eps, gamma, nbeta = 0.5 * 1e-3, 40.0, 300.0
+    keep, pull, push = sgld.eq12_coefficients(half_eps, gamma, nbeta)
+    assert (keep, pull, push) == (1 - half_eps * gamma, half_eps * gamma, half_eps * nbeta)
+    g = torch.Generator().manual_seed(0)
+    w0, w, grad = (torch.randn(n, 6, generator=g, dtype=torch.float64) for n in (1, 4, 4))
+    sqrt_eps = torch.tensor(math.sqrt(2 * half_eps), dtype=torch.float64)
+    xi = sgld.draw_noise(torch.empty(4, 6, dtype=torch.float64), g)
+    noise = sqrt_eps * xi
+    textbook = sgld.textbook_update(w, half_eps * (nbeta * grad + gamma * (w - w0)), noise, out=torch.empty_like(w))
+    fused = sgld.fused_update(w, grad, noise, w0, keep, pull, push, out=torch.empty_like(w))
+    kicked = sgld.kicked_update_(w.clone(), grad, sgld.kick(pull * w0, sqrt_eps, xi), keep,
+                                 torch.tensor(push, dtype=torch.float64))
+    torch.testing.assert_close(fused, textbook, rtol=0, atol=1e-13)
+    torch.testing.assert_close(kicked, textbook, rtol=0, atol=1e-13)
 
 
 def test_compile_options_refused_before_sampling(problem):
@@ -168,7 +214,7 @@ def test_compiled_and_eager_estimates_agree(tmp_path, monkeypatch, batching, bat
 @pytest.mark.slow
 def test_compiled_vmap_step_sums_the_small_products(tmp_path, monkeypatch):
     """On the CPU the compiled vmapped step of reduced-rank regression (5, 3, 5) has all five of its products
-    rewritten by lib.book.batched_gemm's pass (two forward, three backward) and keeps the eager gradients."""
+    rewritten by lib.batched_gemm's pass (two forward, three backward) and keeps the eager gradients."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     seen = []
     original = sgld.small_products_pass

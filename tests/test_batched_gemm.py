@@ -1,10 +1,10 @@
-"""lib.book.batched_gemm: every layout gives bmm's product; the mode rewrites what vmap makes of a Linear."""
+"""lib.batched_gemm: every layout gives bmm's product; the mode rewrites what vmap makes of a Linear."""
 import numpy as np
 import pytest
 import torch
 
-from lib.book import batched_gemm
-from lib.book.batched_gemm import CpuBatchedGemm, batched_product, layout
+from lib import batched_gemm
+from lib.batched_gemm import CpuBatchedGemm, batched_product, layout
 
 
 def _operands(chains, rows, inner, cols, *, shared_a=False, shared_b=False, a_transposed=False, seed=0):
@@ -106,7 +106,7 @@ def test_probe_counts_without_rewriting_and_decides_by_size():
     """rewrite=False leaves bmm's own products; worth_it says no on a small step, yes on a large one."""
     from torch.func import functional_call, grad, vmap
 
-    from lib.book.batched_gemm import WORTH_ELEMENTS, worth_it
+    from lib.batched_gemm import WORTH_ELEMENTS, worth_it
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(5, 3, bias=False), torch.nn.Linear(3, 5, bias=False))

@@ -1,0 +1,373 @@
+"""The chapter "LLC theorems": its studies, verdicts and costs, on the mathematics of :mod:`lib.llc_theorems`.
+
+* the resolution dial as one experiment (:func:`dial_experiment`, :class:`DialExperiment`): the
+  quadratic model of every target at w* (:func:`lib.local_quadratic.local_quadratics`), the
+  schedule it sets (:func:`dial_schedule`: one step ε for every temperature, the run's length in
+  relaxation times), the coupled chains (:func:`lib.llc_theorems.resolution_dial`), the quadratic
+  prediction of each λ̂, and the verdict on χ*(β) (:func:`dial_verdict` over several dials);
+* Theorems 7.3–7.4 checked on a dial's run (:func:`theorem_checks`, :class:`TheoremChecks`) and
+  evaluated before sampling (:func:`a_priori_bounds`, :class:`APrioriBound`);
+* the parameters the chapter reads from the chapter "Insensitivity" (:func:`insensitivity_settings`)
+  and what the chapter costs before it runs (:func:`heavy_steps`, the declaration's ``costs:``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+
+from . import conditional_models as cm, substrate
+from .book.chapters import REPO_ROOT, load_chapter
+from .book.costs import HeavyStep
+from .book.device import torch_threads
+from .conditional_models import Support
+from .insensitivity import constants_all, matmul_weights
+from .llc import lm_sgld_cost, suite_config
+from .llc_theorems import (Dial, chi_star_band, contraction, curvature, cutoffs, dial_cost, history_data,
+                           llc_difference_bound, measure_constants, monotone_verdict, one_step_violations,
+                           population_data, relaxation_steps, resolution_dial, resolve, separation_bound,
+                           weighted_nll)
+from .local_quadratic import LocalQuadratic, local_quadratics, local_quadratics_cost
+
+
+def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict:
+    """The chapter "Insensitivity"'s parameters at ``profile``: the ladder and the models sampled here.
+    ``smoke`` (profile ``paper``): with its ``smoke`` presets on top, the sizes a smoke run of it trains."""
+    chapter = load_chapter(REPO_ROOT / "chapters" / "insensitivity.md")
+    given = {"profile": profile, "seed": seed, "device": device}
+    if smoke:
+        if profile != "paper":
+            raise ValueError(f"the smoke sizes of the chapter 'Insensitivity' cut its paper profile; got profile "
+                             f"{profile!r}")
+        given = chapter.with_smoke(given)
+    return chapter.resolve(given)
+
+
+# ---------------------------------------------------------------------------
+# The dial as one experiment: schedule, sampling, quadratic prediction, verdict
+# ---------------------------------------------------------------------------
+
+def dial_schedule(curvature: float, nbetas, gamma: float, *, step_scale: float, burn_in_relaxations: float,
+                  relaxations: float, max_steps: int = 200_000) -> dict:
+    """One step ε for every nβ, and the run's length in relaxation times.
+
+    ε = ``step_scale`` / (max nβ · ``curvature`` + γ): ε times the largest curvature of the
+    localised potential nβL_n + (γ/2)‖w − w*‖² is ``step_scale`` at the coldest temperature (and
+    less at the others), so the step resolves the stiffest direction everywhere. The flat
+    directions relax in τ = 2/(εγ) steps (:func:`lib.llc_theorems.relaxation_steps`); the chains discard
+    ``burn_in_relaxations``·τ steps and average the loss over the next ``relaxations``·τ. A run
+    longer than ``max_steps`` is refused before any sampling."""
+    nbetas = [float(v) for v in nbetas]
+    for name, v in (("step_scale", step_scale), ("relaxations", relaxations), ("gamma", gamma),
+                    ("curvature", curvature)):
+        if not (np.isfinite(v) and v > 0):
+            raise ValueError(f"parameter '{name}' must be a positive number; got {v!r}")
+    if not (np.isfinite(burn_in_relaxations) and burn_in_relaxations >= 0):
+        raise ValueError(f"parameter 'burn_in_relaxations' must be a number >= 0; got {burn_in_relaxations!r}")
+    eps = step_scale / (max(nbetas) * curvature + gamma)
+    tau = relaxation_steps(eps, gamma)
+    burn_in = int(math.ceil(burn_in_relaxations * tau))
+    draws = burn_in + int(math.ceil(relaxations * tau))
+    if draws > max_steps:
+        raise ValueError(f"the dial at γ = {gamma:g} needs {draws} steps (relaxation time 2/(εγ) = {tau:.0f} steps at "
+                         f"ε = {eps:.3g}, set by parameter 'step_scale' and the largest curvature {curvature:.3g}); "
+                         f"more than {max_steps}: raise 'gamma', 'step_scale' or lower 'relaxations'")
+    return {"eps": eps, "relaxation": tau, "burn_in": burn_in, "draws": draws, "step_scale": step_scale,
+            "curvature": float(curvature)}
+
+
+@dataclass
+class DialExperiment:
+    """:func:`dial_experiment`: one resolution dial (Chen & Murfet §8) with its ``schedule``
+    (:func:`dial_schedule`), the sampled ``dial``, the ``quadratic`` model of every target at w*
+    and its prediction ``predicted[b, k]`` of each target's λ̂ at the run's own ε, burn-in and
+    length, the classes ``codes[b, j]`` of :func:`lib.llc_theorems.resolve` at ``tolerance`` and ``z``, the bands of
+    χ*(β) (:func:`lib.llc_theorems.chi_star_band`) and the verdict of :func:`lib.llc_theorems.monotone_verdict`."""
+
+    name: str
+    gamma: float
+    beta_factors: list
+    schedule: dict
+    dial: Dial
+    quadratic: LocalQuadratic
+    predicted: np.ndarray
+    codes: np.ndarray
+    bands: list
+    verdict: str
+    tolerance: float
+    z: float
+
+    @property
+    def rank_index(self) -> int:
+        return len(self.dial.chis) - 1 if self.dial.chis[-1] == max(self.dial.chis) else self.dial.chis.index(
+            max(self.dial.chis))
+
+    def prediction_z(self) -> np.ndarray:
+        """(λ̂ − its quadratic prediction) / s.e. per (nβ, target), targets whose chains are all finite."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (np.nanmean(self.dial.per_chain, axis=-1) - self.predicted) / self.dial.llc_se
+
+    def prediction_holds(self, z: float = 3.0, relative: float = 0.1) -> np.ndarray:
+        """Per (nβ, target): is the measured λ̂ within z standard errors plus ``relative`` of the
+        prediction's size of its quadratic prediction? (the relative part allows for the Taylor
+        remainder over the region the chains visit; False where either is not finite)."""
+        measured = np.nanmean(self.dial.per_chain, axis=-1)
+        with np.errstate(invalid="ignore"):
+            ok = np.abs(measured - self.predicted) <= z * self.dial.llc_se + relative * np.abs(self.predicted)
+        return ok & np.isfinite(measured) & np.isfinite(self.predicted)
+
+    def prediction_ratio(self) -> np.ndarray:
+        """λ̂(q) / its quadratic prediction per nβ."""
+        return self.dial.llc_q / self.predicted[:, 0]
+
+    def llc_slope(self) -> float:
+        """The least-squares slope of log λ̂(q) against log nβ: 1 where λ̂ is a curvature trace
+        (linear in nβ), 0 where it is a learning coefficient (independent of nβ)."""
+        y = np.log(self.dial.llc_q)
+        ok = np.isfinite(y)
+        return float(np.polyfit(np.log(np.asarray(self.dial.nbetas))[ok], y[ok], 1)[0]) if ok.sum() >= 2 else float("nan")
+
+    def saturated(self) -> list[int]:
+        """Per temperature, the directions of q's Hessian at w* with nβh > γ: those the data, not
+        the localisation, confine (each adds about ½ to λ̂)."""
+        h = self.quadratic.eigenvalues[0]
+        return [int(np.sum(nb * h > self.gamma)) for nb in self.dial.nbetas]
+
+    def rows(self) -> list[dict]:
+        """The table of the dial: per temperature, λ̂(q) with its standard error and mixing (split
+        R̂ over chains, smallest ESS), its quadratic prediction, the most negative λ̂(q^(χ)) and
+        its cutoff, d/2, and the band of χ*(β)."""
+        d = self.quadratic.dimension
+        se = self.dial.llc_se
+        out = []
+        for b, f in enumerate(self.beta_factors):
+            chi_vals = self.dial.llc_chi[b][:-1]
+            j = int(np.nanargmin(chi_vals)) if np.isfinite(chi_vals).any() else 0
+            lo, hi = self.bands[b]
+            out.append({"nβ/nβ*": f, "λ̂(q)": self.dial.llc_q[b], "s.e.": se[b, 0],
+                        "quadratic": self.predicted[b, 0], "R̂": self.dial.rhat[b, 0],
+                        "min ESS": float(np.nanmin(self.dial.ess[b, 0])),
+                        "smallest λ̂(q^(χ))": chi_vals[j], "at χ": self.dial.chis[j], "d/2": d / 2,
+                        "χ* band": f"{lo}" if lo == hi else f"{lo}–{hi}"})
+        return out
+
+
+def dial_verdict(experiments) -> tuple[str | None, str | None]:
+    """The prediction over several dials: ("supported", None) if every dial's verdict is
+    "supported", ("contradicted", None) if any is "contradicted", else (None, the reason it
+    is undecided: the dials whose bands of χ*(β) overlap at every pair of temperatures)."""
+    verdicts = {f"{e.name}, γ = {e.gamma:g}": e.verdict for e in experiments}
+    if any(v == "contradicted" for v in verdicts.values()):
+        return "contradicted", None
+    if all(v == "supported" for v in verdicts.values()):
+        return "supported", None
+    open_ = [k for k, v in verdicts.items() if v == "inconclusive"]
+    return None, "the bands of χ*(β) overlap at every pair of temperatures for " + "; ".join(open_)
+
+
+def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta_factors, nbeta_star: float, n: int,
+                    gamma: float, step_scale: float, burn_in_relaxations: float, relaxations: float, chains: int,
+                    seed: int, tolerance: float, z: float = 2.0, snapshots: int = 0, measure: bool = True,
+                    device="auto", resume: bool = False, progress: bool = False,
+                    quadratic: LocalQuadratic | None = None) -> DialExperiment:
+    """The resolution dial at one γ, as the chapter "LLC theorems" runs it: the quadratic model of
+    every target at w* (:func:`lib.local_quadratic.local_quadratics`), whose largest curvature sets one step ε for
+    every temperature and the run's length in relaxation times (:func:`dial_schedule`); the
+    coupled chains (:func:`lib.llc_theorems.resolution_dial`, nβ = factor · ``nbeta_star``); each target's
+    λ̂ predicted from the quadratic model at the same ε, burn-in and length
+    (:func:`lib.local_quadratic.quadratic_llc`); and the verdict on χ*(β) at the fixed ``tolerance``
+    (:func:`lib.llc_theorems.resolve`, :func:`lib.llc_theorems.chi_star_band`, :func:`lib.llc_theorems.monotone_verdict`). ``quadratic``: the
+    :class:`lib.local_quadratic.LocalQuadratic` of the same model, cutoffs, n and seed, if already computed (another
+    dial's ``quadratic``)."""
+    chis = sorted({int(c) for c in chis})
+    factors = [float(f) for f in beta_factors]
+    if not factors or any(not (np.isfinite(f) and f > 0) for f in factors) or factors != sorted(factors):
+        raise ValueError(f"parameter 'beta_factors' must be increasing positive numbers; got {beta_factors!r}")
+    nbetas = [f * nbeta_star for f in factors]
+    rows, W = history_data(support, chis, n, seed)
+    quad = quadratic or local_quadratics(model, [(rows, W[k]) for k in range(W.shape[0])])
+    if quad.eigenvalues.shape[0] != W.shape[0]:
+        raise ValueError(f"parameter 'quadratic' holds {quad.eigenvalues.shape[0]} targets; the dial has {W.shape[0]}")
+    sched = dial_schedule(quad.curvature, nbetas, gamma, step_scale=step_scale,
+                          burn_in_relaxations=burn_in_relaxations, relaxations=relaxations)
+    dial = resolution_dial(model, support, chis=chis, nbetas=nbetas, n=n, gamma=gamma, eps=sched["eps"],
+                           chains=chains, draws=sched["draws"], burn_in=sched["burn_in"], seed=seed, device=device,
+                           snapshots=snapshots, progress=progress, resume=resume, measure=measure)
+    predicted = np.array([[quad.llc(k, nbeta=nb, gamma=gamma, eps=sched["eps"], burn_in=sched["burn_in"],
+                                    draws=sched["draws"]) for k in range(len(chis) + 1)] for nb in nbetas])
+    codes = resolve(dial.diff, tolerance, z)
+    bands = chi_star_band(codes, chis)
+    return DialExperiment(name, float(gamma), factors, sched, dial, quad, predicted, codes, bands,
+                          monotone_verdict(bands), float(tolerance), float(z))
+
+
+# ---------------------------------------------------------------------------
+# Theorems 7.3–7.4 on a dial's run, and a priori
+# ---------------------------------------------------------------------------
+
+@dataclass
+class TheoremChecks:
+    """:func:`theorem_checks`: the derived Theorems 7.3–7.4 on one dial's run (cutoffs below the rank).
+
+    ``constants`` from :func:`lib.llc_theorems.measure_constants`; ``hypotheses[b]`` the step-size conditions of
+    Theorem 7.3 (:func:`lib.llc_theorems.contraction`) at nβ_b with that M; ``one_step_violations`` the count of
+    :func:`lib.llc_theorems.one_step_violations`; ``separation_ratio`` the largest ‖w_t − w'_t‖ / bound over chains,
+    steps and cells with the run's constants (at most 1 by induction from the one-step inequality,
+    since δ and M are the run's maxima); ``separation_violations_lanczos`` the points above the
+    bound with the Lanczos M alone; ``llc_ratio[b, j, c]`` Theorem 7.4's bound over the measured
+    |λ̂_c(q) − λ̂_c(q^(χ_j))| per chain (NaN where a chain diverged), and ``gap_share[b, j, c]`` the
+    share of that bound that its 2nβε term makes up."""
+
+    constants: dict
+    hypotheses: list
+    one_step_violations: int
+    separation_points: int
+    separation_ratio: float
+    separation_violations_lanczos: int
+    llc_ratio: np.ndarray
+    gap_share: np.ndarray
+
+    @property
+    def llc_violations(self) -> int:
+        return int(np.sum(self.llc_ratio[np.isfinite(self.llc_ratio)] < 1))
+
+
+def theorem_checks(model: nn.Module, experiment: DialExperiment) -> TheoremChecks:
+    """Theorems 7.3–7.4 as derived in the docstring of :mod:`lib.llc_theorems`, chain by chain, on
+    ``experiment``'s run (which must have kept positions and measured δ_t, s_t), with K, M, δ and ε measured where the
+    chains went (:func:`lib.llc_theorems.measure_constants`)."""
+    dial = experiment.dial
+    cst = measure_constants(model, dial)
+    gamma, burn_in, draws = dial.settings["gamma"], dial.settings["burn_in"], dial.settings["draws"]
+    steps = np.arange(burn_in + 1, draws + 1)
+    below = [j for j, chi in enumerate(dial.chis) if chi < max(dial.chis)]
+    hyp, ratio, points, lanczos = [], 0.0, 0, 0
+    llc_ratio = np.full((len(dial.nbetas), len(below), dial.diff.shape[-1]), np.nan)
+    gap_share = np.full_like(llc_ratio, np.nan)
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
+        hyp.append(contraction(eps=e, gamma=gamma, nbeta=nb, M=cst["M"]))
+        for i, j in enumerate(below):
+            for c in range(dial.diff.shape[-1]):
+                sep = dial.separation[b, j, c]
+                ok = np.isfinite(sep)
+                bound = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=cst["M"], delta=cst["delta_chain"][b, j, c])
+                only = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=cst["M_lanczos"],
+                                        delta=cst["delta_chain"][b, j, c])
+                points += int(ok.sum())
+                lanczos += int(np.sum(sep[ok] > only[ok]))
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ratio = max(ratio, float(np.nanmax(np.where(bound[ok] > 0, sep[ok] / bound[ok], 0.0), initial=0.0)))
+                measured = abs(dial.diff[b, j, c])
+                if np.isfinite(measured) and ok.all():
+                    theorem = llc_difference_bound(nbeta=nb, K=cst["K"], mean_separation=float(sep.mean()),
+                                                   eps_insensitivity=cst["eps"][b, j])
+                    llc_ratio[b, i, c] = theorem / measured if measured > 0 else np.inf
+                    gap_share[b, i, c] = 2 * nb * cst["eps"][b, j] / theorem if theorem > 0 else np.nan
+    return TheoremChecks(cst, hyp, one_step_violations(dial), points, ratio, lanczos, llc_ratio, gap_share)
+
+
+@dataclass
+class APrioriBound:
+    """:func:`a_priori_bounds`: Theorem 7.4's bound evaluated before sampling, per (nβ, χ < rank),
+    with the constants at w* of the population losses: δ_χ(w*), ε_χ(w*) (Defs 6.3–6.4,
+    :func:`lib.insensitivity.constants_all`), M_χ = ‖∇²L^(χ)(w*)‖ (Lanczos) and K = ‖∇L(w*)‖, and
+    the run's ε, γ, burn-in and length. Each constant is at most the supremum over the region
+    that the theorem assumes, so ``bound`` is at most the theorem's own: where even it exceeds
+    what a practitioner can resolve, the theorem cannot certify that q^(χ) is indistinguishable."""
+
+    chis: list
+    beta_factors: list
+    bound: np.ndarray          # (B, J)
+    contracts: np.ndarray      # (B, J): nβM_χ < γ (the bound saturates)
+    se_q: np.ndarray           # (B,): λ̂(q)'s standard error at the run's effort
+    measured: np.ndarray       # (B, J): |mean λ̂(q) − λ̂(q^(χ))|
+    tolerance: float
+
+    @property
+    def resolving(self) -> np.ndarray:
+        """Cells where the a-priori bound is within the tolerance: the theorem could certify them."""
+        return self.bound <= self.tolerance
+
+    def rows(self) -> list[dict]:
+        out = []
+        for b, f in enumerate(self.beta_factors):
+            for j, chi in enumerate(self.chis):
+                out.append({"nβ/nβ*": f, "χ": chi, "bound": self.bound[b, j], "bound / s.e.": self.bound[b, j] / self.se_q[b],
+                            "measured |Δλ̂|": self.measured[b, j], "nβM < γ": bool(self.contracts[b, j])})
+        return out
+
+
+def a_priori_bounds(model: nn.Module, support: Support, experiment: DialExperiment) -> APrioriBound:
+    """:class:`APrioriBound` for ``experiment``'s cutoffs below the rank and its run settings."""
+    dial = experiment.dial
+    chis = [c for c in dial.chis if c < support.modes.rank]
+    gamma, burn_in, draws = dial.settings["gamma"], dial.settings["burn_in"], dial.settings["draws"]
+    steps = np.arange(burn_in + 1, draws + 1)
+    with torch_threads(1):
+        pop = {c.chi: c for c in constants_all(model, support.modes, chis)}
+        K = curvature(model, weighted_nll, population_data(support)).grad_norm
+        M = {chi: curvature(model, weighted_nll, population_data(support, chi)).spectral_norm for chi in chis}
+    B, J = len(dial.nbetas), len(chis)
+    bound, contracts = np.zeros((B, J)), np.zeros((B, J), dtype=bool)
+    for b, (nb, e) in enumerate(zip(dial.nbetas, dial.eps)):
+        for j, chi in enumerate(chis):
+            sep = separation_bound(steps, eps=e, gamma=gamma, nbeta=nb, M=M[chi], delta=pop[chi].delta)
+            bound[b, j] = llc_difference_bound(nbeta=nb, K=K, mean_separation=float(sep.mean()),
+                                               eps_insensitivity=pop[chi].eps)
+            contracts[b, j] = nb * M[chi] < gamma
+    idx = [dial.chis.index(c) for c in chis]
+    return APrioriBound(chis, list(experiment.beta_factors), bound, contracts, dial.llc_se[:, 0],
+                        np.abs(dial.mean[:, idx]), experiment.tolerance)
+
+
+# ----- what the chapter costs before it runs ---------------------------------------------------
+
+def heavy_steps(values: dict) -> list:
+    """The heavy steps of the chapter "LLC theorems" at the resolved parameter ``values``: the two dials of
+    every model (:func:`dial_experiment`) and the per-position LLCs (:func:`lib.position_llc.per_position_llc`).
+
+    A dial's length depends on the trained model's largest curvature h, unknown before training:
+    ε = step_scale/(nβ_max·h + γ) and 2/(εγ) steps per relaxation time, so the steps counted here, at h = 0
+    (2/step_scale per relaxation time), are a lower bound, reached when nβ_max·h ≪ γ (the first dial's regime)."""
+    ins = insensitivity_settings(values["profile"], values["seed"], values["device"], values["smoke_upstream"])
+    ladder = cm.ladder_support(**{k: ins[k] for k in ("history_length", "ladder_bigrams", "ladder_top",
+                                                      "ladder_ratio", "background_size")}, seed=values["seed"])
+    n_chis = len(cutoffs(values["chis"], ladder.modes.rank))
+    tau = 2.0 / values["step_scale"]  # relaxation_steps at h = 0: ε = step_scale/γ
+    draws = math.ceil(values["burn_in_relaxations"] * tau) + math.ceil(values["relaxations"] * tau)
+    histories = min(ladder.modes.shape[0], ins["n_samples"])
+    specs = {f"factored h={h}": ({"kind": "factored", "hidden": h}, True) for h in values["model_widths"]}
+    specs |= {f"transformer d={h}": ({"kind": "transformer", "hidden": h, "layers": ins["transformer_layers"]}, False)
+              for h in values["transformer_widths"]}
+    steps = []
+    for name, (spec, both) in specs.items():
+        model = cm.build(spec, ladder, values["seed"])
+        d, weights = cm.n_params(model), matmul_weights(model)
+        tokens = ladder.k if spec["kind"] == "transformer" else 1
+        peak, flops = local_quadratics_cost(d, weights, histories, tokens, n_chis + 1)
+        steps.append(HeavyStep(f"local quadratics of {name}", f"{n_chis + 1} dense {d} × {d} Hessians",
+                               peak_bytes=peak, flops=flops,
+                               shrink="model_widths (local_quadratics refuses more than 6,000 parameters)"))
+        dials = [("the first dial", len(values["beta_factors"]), values["snapshots"], True)]
+        if both:
+            dials.append(("the second dial", len(values["lc_beta_factors"]), 0, False))
+        for dial, n_betas, snaps, measure in dials:
+            peak, flops = dial_cost(n_betas=n_betas, n_chis=n_chis, chains=values["chains"], draws=draws,
+                                    snapshots=snaps, n_params=d, weights=weights, histories=histories,
+                                    n_cols=ladder.n_cols, tokens=tokens, measure=measure)
+            steps.append(HeavyStep(f"{dial} on {name}", f"d = {d}, {n_betas} β × {n_chis} χ × {values['chains']} "
+                                   f"chains × ≥ {draws} steps" + (f", {snaps} snapshots" if snaps else ""),
+                                   peak_bytes=peak, flops=flops,
+                                   shrink="chains or snapshots" if snaps else "chains"))
+    intro = substrate.intro_settings(values["profile"], values["seed"], "cpu", values["smoke_upstream"])
+    config, _ = suite_config(values["profile"], values["seed"], intro["model_sizes"][0], values["smoke_upstream"])
+    peak, flops = lm_sgld_cost(config, chains=values["position_chains"], steps=values["position_draws"],
+                               batch_size=8, windows=values["position_windows"])
+    positions = len(values["positions"])
+    steps.append(HeavyStep(f"per-position SGLD on mini-Pythia {intro['model_sizes'][0]}",
+                           f"{positions} positions × {values['position_chains']} chains × {values['position_draws']} "
+                           f"steps × 8 windows of {config.max_position_embeddings} tokens",
+                           peak_bytes=peak, flops=flops * positions, shrink="position_chains"))
+    return steps
