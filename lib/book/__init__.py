@@ -12,7 +12,7 @@ The modules, by role:
   :mod:`.chapter_setup` (the first cell's :func:`setup`);
 * results: :mod:`.records` (``record(name, value)``: glued for the text, written as JSON;
   ``show_figure``), :mod:`.figures` (legible at the page's width), :mod:`.tables` (Markdown tables),
-  :mod:`.claims` (checks that decide a claim from a record), :mod:`.report` (the
+  :mod:`.claims` (checks that decide a claim from a record; :func:`verdict_words`, a verdict for the prose), :mod:`.report` (the
   reproduction report's tables), :mod:`.reference` with :mod:`.tolerance` (a rerun compared with
   the published values);
 * running and building: :mod:`.runner` (check, execute with papermill, decide claims),
@@ -37,15 +37,16 @@ counts, also one inside a function; there is no cycle):
 5. ``page_fit`` (figures, pages, tables), ``report`` (chapters, claims, records, reference, tables);
 6. ``cli`` (chapters, costs, pages, parameters, records, reference, report, runner).
 
-This package itself exports from chapter_setup, figures, records and tables
+This package itself exports from chapter_setup, claims, figures, records and tables
 (``tests/book/test_layers.py`` holds the modules to this order).
 
 A function-local import is left only where it defers a heavy or optional package (torch,
 matplotlib, transformers, papermill, nbformat, jupytext, myst, IPython).
 """
 from .chapter_setup import setup
+from .claims import verdict_words
 from .figures import panels
 from .records import record, record_meta, show_figure
 from .tables import table
 
-__all__ = ["panels", "record", "record_meta", "setup", "show_figure", "table"]
+__all__ = ["panels", "record", "record_meta", "setup", "show_figure", "table", "verdict_words"]
