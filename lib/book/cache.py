@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .. import REPO_ROOT
+from .progress import log_stream
 
 CACHE_ENV = "BOOK_CACHE_DIR"
 FORMATS = ("pickle", "npz", "dir")
@@ -104,8 +105,6 @@ def _payload_files(directory: Path) -> list[Path]:
 
 
 def _log(message: str) -> None:
-    from .progress import log_stream
-
     print(f"[cache] {message}", file=log_stream(), flush=True)
 
 

@@ -25,6 +25,8 @@ is ``None`` takes the profile's preset; a value given by the reader overrides it
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +40,7 @@ from .claims import Check, Claim
 from .pages import is_notebook, source_path, toc_files
 from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, named_function, named_validator,
                          parameters_cell_values, suggest)
+from .tolerance import Tolerance
 
 PROFILES = ("ci", "paper")
 SMOKE = "smoke"  # a presets entry beside ci and paper: the sizes a `--profile paper --smoke` run cuts, and to what
@@ -52,8 +55,6 @@ class ChapterDeclarationError(ValueError):
 def torch_builds_cuda() -> bool:
     """Whether the installed PyTorch is built for CUDA (or ROCm), read from ``torch/version.py``
     without importing torch (seconds); True when that cannot be read."""
-    import importlib.util
-
     spec = importlib.util.find_spec("torch")
     try:
         source = Path(spec.origin).with_name("version.py").read_text()
@@ -100,8 +101,6 @@ def _hub_name(spec: str) -> str | None:
 
 def offline() -> str | None:
     """The variable that switches the Hugging Face hub off (``HF_HUB_OFFLINE=1`` …), or None."""
-    import os
-
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         if os.environ.get(var, "").strip().upper() in ("1", "ON", "YES", "TRUE"):
             return var
@@ -218,7 +217,7 @@ class Chapter:
     presets: dict[str, dict[str, Any]]
     claims: tuple[Claim, ...]
     constraints: tuple[Constraint, ...] = ()
-    reference_values: tuple = ()   # ((record pattern, lib.book.reference.Tolerance), ...): the declaration's overrides
+    reference_values: tuple = ()   # ((record pattern, lib.book.tolerance.Tolerance), ...): the declaration's overrides
     reference_figures: tuple = ()  # ((figure pattern, RMS tolerance), ...)
     costs: Any = None  # values -> [lib.book.costs.HeavyStep]: the declaration's `costs: lib.module:function`
 
@@ -364,9 +363,8 @@ def _claim_from_declaration(chapter_id: str, spec: Any, where: str) -> Claim:
 
 
 def _reference_from_declaration(spec: Any, where: str) -> tuple[tuple, tuple]:
-    """The declaration's ``reference:`` overrides of :mod:`lib.book.reference`'s tolerances, each with its reason."""
-    from .reference import Tolerance
-
+    """The declaration's ``reference:`` overrides of :mod:`lib.book.reference`'s tolerances
+    (:class:`lib.book.tolerance.Tolerance`), each with its reason."""
     if spec is None:
         return (), ()
     if not isinstance(spec, dict) or set(spec) - {"values", "figures"}:

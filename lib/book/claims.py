@@ -18,6 +18,8 @@ leaves nothing to decide (``record(..., undecided="no case where 3 s.e. < 5% of 
 example a reader's parameter list without the case the claim needs. That is a verdict, not a
 failure; the book's own ``ci`` run must decide every claim that must hold (its test says so).
 
+A chapter's prose names a verdict with :func:`verdict_words` (what the claim's check decides on its value).
+
 Each chapter declares its claims beside its source
 (``chapters/<id>.yml``, read by :mod:`lib.book.chapters`). The tests, the runner and the
 reproduction report all call :func:`evaluate`, so a claim passes or fails in exactly one
@@ -168,6 +170,19 @@ class Result:
         if self.claim.kind == "finding":
             return self.status in (REPRODUCES, NOT_REPRODUCED)
         return self.status == "pass"
+
+
+def verdict_words(claim: Claim, value: Any, undecided: str | None = None, *,
+                  undecided_words: str = UNDECIDED) -> str:
+    """A claim's verdict on ``value`` in words, for a chapter's prose: :data:`REPRODUCES` or
+    :data:`NOT_REPRODUCED` as the claim's check decides, or ``undecided_words`` where the run gave a
+    reason (``undecided``, as passed to ``record(..., undecided=...)``) to decide nothing.
+
+    Only the check decides here (a missing value reads as not reproduced); the report's verdict on the
+    recorded value is :func:`evaluate`'s."""
+    if undecided:
+        return undecided_words
+    return REPRODUCES if claim.check.decide(value) else NOT_REPRODUCED
 
 
 def _valid(value: Any) -> bool:

@@ -26,8 +26,13 @@ import sys
 from pathlib import Path
 
 from .chapters import ChapterDeclarationError, chapters
-from .pages import build_html
+from .costs import heavy_steps, named_gpu, plan_lines, this_device
+from .pages import BUILD_DIR, build_html
 from .parameters import ParameterError, parse_cli_value
+from .records import records_dir
+from .reference import REFERENCE_DIR, ReferenceError, accept, compare
+from .report import SEED_FOLDER, collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table
+from .runner import ChapterInterrupted, book_chapters, execute, find_chapter, plan
 
 PROG = "lowrank-book"
 # exit status: 1 a chapter failed while running; 2 a bad command line (argparse's status too), a name or value
@@ -119,10 +124,6 @@ def parameters_given(args: argparse.Namespace) -> dict | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .pages import BUILD_DIR
-    from .report import SEED_FOLDER
-    from .runner import ChapterInterrupted, execute, plan
-
     given = parameters_given(args)
     if given is None:
         return USAGE
@@ -189,8 +190,6 @@ def _verdict_line(r) -> str:
 
 
 def _report(records: Path | None, markdown: Path | None = None) -> int:
-    from .report import collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table, stability
-
     try:
         if records is not None and seed_folders(records):
             per_seed = collect_seeds(records)
@@ -232,9 +231,6 @@ def _chapter_ran(result, results) -> bool:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .costs import heavy_steps, named_gpu, plan_lines, this_device
-    from .runner import book_chapters, find_chapter
-
     given = parameters_given(args)
     if given is None:
         return USAGE
@@ -279,15 +275,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .chapters import chapters as book_chapters
-    from .records import records_dir
-    from .reference import REFERENCE_DIR, ReferenceError, accept, compare
-
     records = args.records or records_dir()
     reference = args.reference or REFERENCE_DIR
     try:
         if args.accept:
-            written = accept(records, reference, chapters_expected=list(book_chapters()))
+            written = accept(records, reference, chapters_expected=list(chapters()))
             print(f"[diff] the reference in {reference} now holds the records and figures of {len(written)} "
                   f"chapters from {records}; commit it to publish")
             return 0

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .cache import cached
+
 GB = 1e9
 
 
@@ -94,8 +96,6 @@ def this_device(device: str = "auto", measure: bool = True) -> Device:
     """The device a run with ``device`` ('auto', 'cpu', 'cuda') would use: its memory, and (``measure``)
     its matmul throughput, measured once and cached; without ``measure`` the throughput is NaN."""
     import torch
-
-    from .cache import cached
 
     use_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
     if use_cuda:

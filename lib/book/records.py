@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import REPO_ROOT
+from .chapters import get_claim
+from .figures import DPI, render
 
 RECORDS_ENV = "BOOK_RECORDS_DIR"
 RUNNER_ENV = "BOOK_RUNNER"  # set to "1" by lib.book.runner: its kernels' records start marked incomplete
@@ -122,8 +125,6 @@ def record(name: str, value: Any, claim: str | None = None, glue: bool = True, *
         raise ValueError(f"record {name!r}: undecided takes the reason as a non-empty string; got {undecided!r}")
     se = _standard_error(name, value, se)
     if claim is not None:
-        from .chapters import get_claim
-
         expected = get_claim(claim).record
         if expected != name:
             raise ValueError(f"claim {claim!r} is decided by the record {expected!r}, not {name!r}")
@@ -170,8 +171,6 @@ def record_meta(**items: Any) -> None:
 
 def figure_png(fig, dpi: int | None = None) -> bytes:
     """The figure rendered to PNG bytes (independent of the matplotlib backend in use)."""
-    from .figures import DPI, render
-
     return render(fig, dpi or DPI)[0]
 
 
@@ -185,11 +184,7 @@ def show_figure(name: str, fig) -> None:
     ``meta["figures"][name]``, which the book's tests hold to the body text's size; a figure
     below it is reported here with a warning naming its smallest texts.
     """
-    import warnings
-
     import matplotlib.pyplot as plt
-
-    from .figures import render
 
     png, seen = render(fig)
     figures = dict(_state["meta"].get("figures", {}))

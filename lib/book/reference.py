@@ -3,7 +3,8 @@
 The ``ci`` profile's records and figures are committed under ``reference/ci/`` in the layout
 the runner writes them (``<chapter>.json``, ``figures/<chapter>/<name>.png``). A rerun's
 records are compared with them value by value and figure by figure, each with a tolerance
-of one of four declared classes, every one with its reason:
+of one of four declared classes, every one with its reason (the defaults and :class:`Tolerance` live in
+:mod:`lib.book.tolerance`):
 
 * **exact**: booleans, integers, strings, None and lists of them. Counts, choices and labels
   are computed from the same data by the same code; they either reproduce or they moved.
@@ -35,37 +36,17 @@ import fnmatch
 import json
 import math
 import shutil
+import struct
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
+from .chapters import chapters
+from .tolerance import FIGURE_RMS, FLOAT_RTOL, ROUNDOFF, SE_K, Tolerance  # noqa: F401  (their home; kept importable here)
 
 REFERENCE_DIR = REPO_ROOT / "reference" / "ci"
-
-FLOAT_RTOL = 1e-6
-"""Relative tolerance of a float without a standard error. The book is deterministic given its
-seed, packages and machine: a rerun of the same code repeats every value bit for bit. What may
-legitimately move a value is a different summation order (another thread count or BLAS kernel),
-whose effect on a float32 pipeline is of order a few float32 rounding errors per step (1.2e-7
-each); 1e-6 admits that and still flags a value that moved by one part in a million."""
-
-ROUNDOFF = 1e-9
-"""Two values both within this of zero are "still at round-off": the residuals of identities
-computed in float64 (1e-16 to 1e-12) and in float32 sums (up to ~1e-10 for the book's sizes)."""
-
-SE_K = 4.0
-"""A Monte Carlo estimate reproduces when it lies within SE_K combined standard errors
-(sqrt(se_ref² + se_run²)) of the published one: for independent estimates a 4σ band is left
-by chance with probability 6e-5, so across the book's ~100 such values a false alarm is rarer
-than one run in a hundred, while a shift of a few standard errors is still caught."""
-
-FIGURE_RMS = 0.1
-"""RMS tolerance of a figure (pixel values 0-255). Agg renders the same figure to the same
-pixels given the same matplotlib and FreeType; matplotlib's own image tests allow a few tenths
-for FreeType builds that anti-alias text differently. A moved data point, a changed label or
-another figure gives an RMS of several units."""
 
 DIFFER = 4  # exit status of `lowrank-book diff` when something differs
 
@@ -73,24 +54,6 @@ DIFFER = 4  # exit status of `lowrank-book diff` when something differs
 class ReferenceError(ValueError):
     """The records or the reference cannot be compared (no such folder, no records, corrupt JSON,
     another profile); the command line exits 2 with this message."""
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """How one record is compared: see the module docstring. ``reason`` says why when a
-    chapter's declaration overrides the defaults."""
-
-    rtol: float = FLOAT_RTOL
-    roundoff: float = ROUNDOFF
-    se_k: float = SE_K
-    timing: bool = False
-    compare: bool = True  # False: a value that says something about the comparison itself, never compared
-    reason: str = ""
-
-    def describe(self, statistical: bool) -> str:
-        if statistical:
-            return f"{self.se_k:g} combined s.e."
-        return f"rel {self.rtol:g}, round-off {self.roundoff:g}"
 
 
 @dataclass(frozen=True)
@@ -183,8 +146,6 @@ def figure_files(directory: Path, chapter: str) -> dict[str, Path]:
 def declared_tolerances(chapter: str) -> tuple[dict[str, Tolerance], dict[str, float]]:
     """The chapter's overrides (its declaration's ``reference:``): record patterns → Tolerance,
     figure patterns → RMS. Empty for a chapter the book does not have."""
-    from .chapters import chapters
-
     declared = chapters().get(chapter)
     if declared is None:
         return {}, {}
@@ -327,8 +288,6 @@ def compare_figures(chapter: str, ref_dir: Path, run_dir: Path, comparison: Comp
 
 def _png_size(path: Path) -> str:
     """``width×height px`` from a PNG's header."""
-    import struct
-
     width, height = struct.unpack(">II", Path(path).read_bytes()[16:24])
     return f"{width}×{height} px"
 

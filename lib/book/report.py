@@ -7,12 +7,16 @@ read with ``lowrank-book report --records DIR`` or the report chapter's ``record
 """
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
-from .chapters import all_claims
+from . import tables
+from .chapters import all_claims, chapters, claim_sections
 from .claims import INCOMPLETE, KINDS, NOT_REPRODUCED, REPRODUCES, UNDECIDED, Result, evaluate
-from .records import load_records, records_dir
+from .records import RECORDS_ENV, load_records, records_dir
+from .reference import REFERENCE_DIR, ReferenceError, compare
 
 
 def records_folder(directory: Path | str | None = None) -> Path:
@@ -94,13 +98,11 @@ def seeds_table(per_seed: dict[int, list[Result]]) -> list[dict]:
 def seeds_markdown(rows: list[dict]) -> str:
     """The seeds table as Markdown: every must-hold and consistency claim, then the findings
     (those whose verdict changes between seeds named first)."""
-    from .tables import markdown_table
-
     if not rows:
         return "(no claims of the chapters that ran)"
     headers = [h for h in rows[0] if h != "stable"]
     order = sorted(rows, key=lambda r: (r["kind"] == "finding", r["stable"]))
-    return markdown_table(headers, [[r[h] for h in headers] for r in order])
+    return tables.markdown_table(headers, [[r[h] for h in headers] for r in order])
 
 
 def _fmt(value) -> str:
@@ -136,11 +138,6 @@ def claim_links(built_from_notebooks: bool | None = None) -> dict[str, str]:
     ``$BOOK_RECORDS_DIR``), and the chapter's own source when Jupyter Book executes the
     sources itself. Anchors are MyST heading anchors, so a wrong one fails the build.
     """
-    import os
-
-    from .chapters import chapters, claim_sections
-    from .records import RECORDS_ENV
-
     if built_from_notebooks is None:
         built_from_notebooks = bool(os.environ.get(RECORDS_ENV))
     links = {}
@@ -160,8 +157,6 @@ def against_reference(directory: Path | str | None = None, exclude: tuple[str, .
     """The run's records compared with the published reference (:func:`lib.book.reference.compare`), the
     report itself left out (its record is being written as it compares): (comparison, None), or (None, why
     they cannot be compared)."""
-    from .reference import REFERENCE_DIR, ReferenceError, compare
-
     try:
         return compare(records_folder(directory), REFERENCE_DIR, exclude=exclude), None
     except (ReferenceError, FileNotFoundError) as err:
@@ -200,8 +195,6 @@ def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: st
 
     ``kind`` keeps the claims of one kind; in each chapter (reading order), problems are listed first.
     """
-    from .chapters import chapters
-
     order = {c: i for i, c in enumerate(chapters())}
     rows = [r for r in results if kind is None or r.claim.kind == kind]
     rows.sort(key=lambda r: (order.get(r.claim.chapter, len(order)), r.ok))  # stable: problems first
@@ -227,8 +220,6 @@ def breakable(source: str) -> str:
     """A claim's source with a line-break opportunity (``<wbr>``) after each dot or underscore of a dotted
     name (``lib.isan.rarebranchisan``), so that a long name wraps in the report's narrow column; a source
     holding code or maths is left as it is."""
-    import re
-
     if "`" in source or "$" in source:
         return source
     return re.sub(r"(?<=[A-Za-z0-9][._])(?=[A-Za-z])", "<wbr>", source)
@@ -239,8 +230,6 @@ KIND_ANCHORS = {"must_hold": "must-hold", "consistency": "consistency-checks", "
 
 def summary_table(results: list[Result], published_values: dict[str, str] | None = None) -> str:
     """Counts per chapter (reading order) and kind, each linking to the kind's table, with a total row."""
-    from .chapters import chapters
-
     published_values = published_values or {}
     by_chapter = {cid: [r for r in results if r.claim.chapter == cid] for cid in chapters()}
     by_chapter = {cid: rs for cid, rs in by_chapter.items() if rs}

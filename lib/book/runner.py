@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -35,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source
+from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source, record_section
 from .claims import Result, evaluate
+from .costs import DoesNotFit, check_fits, heavy_steps, this_device
 from .pages import executed_path
 from .progress import TERMINAL_ENV
 from .parameters import ParameterError, parameters_cell_values, suggest
@@ -214,8 +216,6 @@ def unformat_undecided_glue(notebook_path: Path, names: set[str]) -> None:
     ``{glue:text}`name:.3f``` would fail the build on the text "undecided"; the executed
     notebook's markdown keeps the role but drops the format of those names (the source is untouched).
     """
-    import re
-
     import nbformat
 
     if not names:
@@ -304,8 +304,6 @@ def _write_json(path: Path, data: dict) -> None:
 
 def stopped_at(chapter: Chapter, rec_dir: Path) -> str:
     """Where a run stopped, in words: the section of the last value it recorded (or "before its first record")."""
-    from .chapters import record_section
-
     records = load_records(chapter.id, rec_dir)
     last = (records or {}).get("meta", {}).get("last_record")
     if not last:
@@ -351,8 +349,6 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
 
 def fits_the_device(chapter: Chapter, values: dict[str, Any]) -> None:
     """Refuse (ParameterError) a run whose largest heavy step cannot fit the device's memory, before any work."""
-    from .costs import DoesNotFit, check_fits, heavy_steps, this_device
-
     steps = heavy_steps(chapter, values)
     if steps:
         try:

@@ -28,6 +28,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .chapters import chapters
+
 SPECIAL_TOKENS = ("<|endoftext|>", "<|padding|>")  # GPT-NeoX's
 
 
@@ -50,8 +52,6 @@ def hub_resources(profiles=("paper",), smoke: bool = True) -> HubResources:
     (with the ``smoke`` overlay where a chapter declares one): ``hf:<name>`` values of corpus
     parameters are datasets, of other parameters (tokenizers) models at ``main``; a ``hub_model``
     parameter with ``hub_revisions`` is a model at those revisions."""
-    from .chapters import chapters
-
     found = HubResources()
     for chapter in chapters().values():
         for profile in profiles:

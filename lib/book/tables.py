@@ -31,6 +31,9 @@ from functools import lru_cache
 from numbers import Integral, Real
 from typing import Any, Iterable, Mapping, Sequence
 
+from .figures import PAGE_PX
+from .records import record_meta
+
 MISSING = "—"
 MINUS = "\u2212"  # the minus sign: no line break after it, unlike the hyphen-minus
 
@@ -180,13 +183,9 @@ class TableWidth:
     widest: list[str] = field(default_factory=list)
 
     def fits(self, column_px: float | None = None) -> bool:
-        from .figures import PAGE_PX
-
         return self.min_width_px <= (column_px or PAGE_PX)
 
     def message(self, name: str) -> str:
-        from .figures import PAGE_PX
-
         worst = sorted(zip(self.columns, self.widest), reverse=True)[:3]
         shown = ", ".join(f"{w!r} ({px:.0f} px)" for px, w in worst)
         return (f"table {name!r}: at least {self.min_width_px:.0f} px wide, wider than the page's column "
@@ -245,9 +244,6 @@ _measured: dict[str, dict] = {}  # this kernel's tables, by name, as recorded in
 def record_width(name: str, width: TableWidth) -> None:
     """Keep ``width`` in the chapter's record (``meta["tables"][name]``) and warn if it exceeds the column.
     A kernel runs one chapter, so the tables measured in it are that chapter's."""
-    from .figures import PAGE_PX
-    from .records import record_meta
-
     _measured[name] = {"min_width_px": width.min_width_px, "columns": len(width.columns), "fits": width.fits(),
                        "column_px": PAGE_PX}
     record_meta(tables=dict(_measured))
@@ -301,8 +297,6 @@ def column_groups(width: TableWidth, column_px: float | None = None) -> list[lis
     """How a table too wide for the column is shown as consecutive tables that fit: the columns after the
     first taken in order, as many as fit beside the first (the rows' label, repeated in every part). One group
     when the table fits, or when even one column beside the label does not (the caller then warns)."""
-    from .figures import PAGE_PX
-
     limit = column_px or PAGE_PX
     label, rest = width.columns[0], list(enumerate(width.columns))[1:]
     if width.min_width_px <= limit or not rest:

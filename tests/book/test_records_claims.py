@@ -90,6 +90,26 @@ def test_claim_kinds_decide_and_gate():
         _claim("finding?")
 
 
+def test_a_verdict_in_words_for_the_prose():
+    """verdict_words: the claim's check decides "reproduces" or "does not reproduce here", word for word what
+    the Examples and Logit rank chapters print; a reason to decide nothing gives the undecided words."""
+    finding = _claim("finding")  # at_least 0.5
+    assert claims.verdict_words(finding, 0.7) == "reproduces" == claims.REPRODUCES
+    assert claims.verdict_words(finding, 0.5) == "reproduces"
+    assert claims.verdict_words(finding, 0.3) == "does not reproduce here" == claims.NOT_REPRODUCED
+    for bad in (None, float("nan"), "0.7"):  # only the check decides: what it cannot read does not reproduce
+        assert claims.verdict_words(finding, bad) == "does not reproduce here"
+    assert claims.verdict_words(finding, 0.7, "too few cases") == "undecided at these settings" == claims.UNDECIDED
+    assert claims.verdict_words(finding, 0.3, "s.e. too large", undecided_words="undecided at this scale") == \
+        "undecided at this scale"
+    assert claims.verdict_words(finding, 0.3, "", undecided_words="undecided at this scale") == \
+        "does not reproduce here"  # an empty reason is no reason, as in the chapters' `if undecided:`
+    exact = claims.Claim("t.n", "t", "s", "src", "n", claims.equals(3), kind="finding")
+    assert [claims.verdict_words(exact, v) for v in (3, 4)] == ["reproduces", "does not reproduce here"]
+    from lib.book import verdict_words
+    assert verdict_words is claims.verdict_words
+
+
 def test_report_counts_and_lists_problems_first():
     from lib.book import report
 

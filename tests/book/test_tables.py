@@ -184,3 +184,7 @@ def test_code_in_a_body_cell_may_break_anywhere_as_the_style_sheet_says():
     assert body.columns[0] < 40 < head.columns[0]
     css = (Path(__file__).resolve().parents[2] / "_static" / "book.css").read_text()
     assert "table td code" in css and "overflow-wrap: anywhere" in css
+
+
+def test_the_minus_sign_of_a_table_number_is_not_a_hyphen():
+    assert MINUS == "\u2212" != "-"

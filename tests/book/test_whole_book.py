@@ -136,9 +136,9 @@ def test_same_seed_same_numbers_from_a_fresh_cache(executed_book, tmp_path):
 
 def test_pages_fit_the_column_and_show_no_stderr(executed_book):
     """What a reader sees fits the 756 px column: no stderr block, no printed line or table wider than the
-    column in any executed chapter (lib.book.pages.page_problems), no display equation estimated wider than
-    it (lib.book.pages.equation_problems)."""
-    from lib.book.pages import equation_problems, page_problems
+    column in any executed chapter (lib.book.page_fit.page_problems), no display equation estimated wider than
+    it (lib.book.page_fit.equation_problems)."""
+    from lib.book.page_fit import equation_problems, page_problems
 
     problems = page_problems() + equation_problems()
     assert not problems, "\n".join(map(str, problems))
