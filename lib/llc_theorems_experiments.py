@@ -24,7 +24,8 @@ from .book.costs import HeavyStep
 from .book.device import torch_threads
 from .conditional_models import Support
 from .insensitivity import constants_all, matmul_weights
-from .llc import lm_sgld_cost, suite_config
+from .llc import lm_sgld_cost
+from .llc_experiments import suite_config
 from .llc_theorems import (Dial, chi_star_band, contraction, curvature, cutoffs, dial_cost, history_data,
                            llc_difference_bound, measure_constants, monotone_verdict, one_step_violations,
                            population_data, relaxation_steps, resolution_dial, resolve, separation_bound,

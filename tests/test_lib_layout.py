@@ -274,3 +274,78 @@ def test_import_lib_alone_stays_cheap():
     code = "import sys, lib; print(sorted(m for m in ('torch', 'numpy', 'yaml') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def moved_names() -> dict[str, dict[str, str]]:
+    """Old module -> {moved name: its new module}, read from each module's ``forward_moved``."""
+    import importlib
+
+    found = {}
+    for name, path in MODULES.items():
+        if name != "lib.book.moved" and "forward_moved(" in path.read_text():
+            getter = getattr(importlib.import_module(name), "__getattr__", None)
+            cells = [c.cell_contents for c in (getattr(getter, "__closure__", None) or ())]
+            found[name] = next(c for c in cells if isinstance(c, dict))
+    return found
+
+
+def code_of_chapters() -> list[tuple[Path, str]]:
+    """Each chapter's code cells, one text per chapter (Markdown, cell options and magics left out)."""
+    found = []
+    for path in sorted((REPO_ROOT / "chapters").rglob("*.md")):
+        cells = []
+        for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)\n```", path.read_text(), re.S):
+            if cell.startswith("---\n"):                       # a YAML block of cell options
+                cell = cell.split("\n---\n", 1)[1]
+            lines = cell.split("\n")
+            while lines and lines[0].startswith(":"):          # short-form cell options (:tags: ...)
+                lines.pop(0)
+            cells.append("\n".join(line for line in lines if not line.lstrip().startswith(("%", "!"))))
+        found.append((path, "\n".join(cells)))
+    return found
+
+
+def old_name_uses(source: str, package: str, moved: dict[str, dict[str, str]], where: str) -> list[str]:
+    """Where ``source`` takes a moved name from its old module (by import, or as ``alias.name``)."""
+    uses, aliases = [], {}
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            for alias in node.names:
+                if alias.name in moved.get(base, {}):
+                    uses.append(f"{where}:{node.lineno} from {base} import {alias.name}")
+                if f"{base}.{alias.name}" in moved:
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            aliases.update({alias.asname: alias.name for alias in node.names if alias.name in moved and alias.asname})
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr in moved[aliases[node.value.id]]):
+            uses.append(f"{where}:{node.lineno} {node.value.id}.{node.attr} (now in "
+                        f"{moved[aliases[node.value.id]][node.attr]})")
+    return uses
+
+
+def test_old_name_uses_sees_an_import_and_an_attribute_of_a_moved_name():
+    moved = {"lib.llc": {"heavy_steps": "lib.llc_experiments"}}
+    source = "from lib.llc import heavy_steps, estimate_llc\nfrom lib import llc as L\nL.heavy_steps\nL.estimate_llc\n"
+    assert old_name_uses(source, "lib", moved, "x") == [
+        "x:1 from lib.llc import heavy_steps", "x:3 L.heavy_steps (now in lib.llc_experiments)"]
+    assert old_name_uses("from .llc import heavy_steps\n", "lib", moved, "y") == ["y:1 from lib.llc import heavy_steps"]
+
+
+def test_the_library_chapters_and_benchmarks_use_moved_names_at_their_new_homes():
+    moved = moved_names()
+    uses = []
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        uses += old_name_uses(path.read_text(), package, moved, name)
+    for path in sorted((REPO_ROOT / "benchmarks").glob("*.py")) + sorted((REPO_ROOT / "scripts").glob("*.py")):
+        uses += old_name_uses(path.read_text(), "", moved, path.name)
+    for path, code in code_of_chapters():
+        uses += old_name_uses(code, "", moved, path.name)
+    assert uses == []
