@@ -3,18 +3,24 @@
 Every chapter imports this package; the chapters hold narrative, parameters and figures.
 The tree shows the architecture:
 
-* the mathematics, one module per concept of the papers, at the top:
-  :mod:`lib.languages` (exact languages), :mod:`lib.hilbert` (the Hilbert space),
-  :mod:`lib.modes` (modes and effective distributions), :mod:`lib.perturbation`,
-  :mod:`lib.empirical_modes` (modes of real text), :mod:`lib.llc` with :mod:`lib.known_llc` (learning
-  coefficients), :mod:`lib.conditional_models` and :mod:`lib.insensitivity` (mode insensitivity),
-  :mod:`lib.llc_theorems` (coupled chains for q and q^(χ), Theorems 7.3–7.4, the resolution dial),
-  :mod:`lib.isan` (ISANs and logit rank)
-  with :mod:`lib.isan_experiments`;
+* the mathematics, one module per concept of the papers: :mod:`lib.languages` (exact languages),
+  :mod:`lib.hilbert`, :mod:`lib.modes` (modes and effective distributions) on :mod:`lib.linalg`,
+  :mod:`lib.perturbation`, :mod:`lib.empirical_modes` (modes of real text), :mod:`lib.llc` with
+  :mod:`lib.known_llc` (learning coefficients), :mod:`lib.sgld` with :mod:`lib.batched_gemm` (the one
+  SGLD sampler), :mod:`lib.conditional_models`, :mod:`lib.insensitivity`, :mod:`lib.llc_theorems`,
+  :mod:`lib.local_quadratic`, :mod:`lib.position_llc`, :mod:`lib.logits`, :mod:`lib.isan`,
+  :mod:`lib.ntp_data` and :mod:`lib.ntp`, :mod:`lib.lenses`, and :mod:`lib.substrate` (the
+  Introduction's corpus → tokenizer → mini-Pythia pipeline, replayed for later chapters);
+* each chapter's studies, verdicts, sentences and heavy steps: ``lib.<chapter>_experiments``
+  (``intro``, ``modes``, ``examples``, ``llc``, ``insensitivity``, ``llc_theorems``, ``logit_rank``,
+  ``isan``, ``ntp``, ``lenses``);
 * :mod:`lib.text`: the text pipeline (corpora, tokenizers, n-gram counts);
 * :mod:`lib.models`: the language models (one causal-LM interface, the mini-Pythia suite);
 * :mod:`lib.book`: the machinery that runs the book (chapters and their declarations,
   parameters, records, claims, the report, the runner and command line, caches, devices).
+
+Imports run downwards only: ``lib.book`` < ``lib.text``, ``lib.models`` < the mathematics < the
+chapter studies (``tests/test_lib_layout.py``).
 
 Sub-modules are imported explicitly (``from lib import modes``) so that importing ``lib``
 itself stays cheap. ``python -m lib`` is the book's command line (``lowrank-book``).

@@ -27,7 +27,7 @@ How the sampler is built (the engine is :mod:`lib.sgld`):
   rounding); ``compile`` may ``torch.compile`` that per-chain step where the run repays it.
 * **Small models, many chains.** ``compile=True`` with ``vmap`` compiles the whole vmapped
   gradient; on the CPU its tiny per-chain GEMMs (reduced-rank regression's 1000 × 5 @ 5 × 3)
-  become fused loops (:func:`lib.book.batched_gemm.small_products_pass`).
+  become fused loops (:func:`lib.batched_gemm.small_products_pass`).
 * **Seeds.** Chunk j draws its minibatches and noise from ``torch.Generator`` seeded with
   ``(seed, j)``: the same seed and ``chunk_size`` give bit-identical results on the CPU,
   whether the chunks run in one process or are split over ``torchrun`` processes.

@@ -537,7 +537,7 @@ def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict
     return pickle.loads((Path(entry) / "run.pkl").read_bytes())
 
 
-GRID_GEMM_LAYOUT = True  # try lib.batched_gemm's layouts in grid_chains (benchmarks/README.md: measured)
+GRID_GEMM_LAYOUT = True  # try lib.batched_gemm's layouts in grid_chains (benchmarks/HISTORY.md: measured)
 
 
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,

@@ -1,9 +1,13 @@
 """The machinery that runs the book (none of the papers' mathematics lives here).
 
-What a chapter calls is exported here::
+What a chapter calls is exported here, and a chapter imports it from here::
 
     from lib.book import record, record_meta, setup, show_figure
     cfg = setup("modes")          # first cell: parameters checked, seeded, record started
+
+``cfg.device`` is the device as the reader gave it (``auto``, ``cpu``, ``cuda``), which a chapter passes
+to the library; ``cfg.torch_device`` is the one ``setup`` resolved, for a chapter that needs the device
+itself.
 
 The modules, by role:
 
@@ -37,16 +41,19 @@ counts, also one inside a function; there is no cycle):
 5. ``page_fit`` (figures, pages, tables), ``report`` (chapters, claims, records, reference, tables);
 6. ``cli`` (chapters, costs, pages, parameters, records, reference, report, runner).
 
-This package itself exports from chapter_setup, claims, figures, records and tables
+This package itself exports from cache, chapter_setup, chapters, claims, figures, records and tables
 (``tests/book/test_layers.py`` holds the modules to this order).
 
 A function-local import is left only where it defers a heavy or optional package (torch,
 matplotlib, transformers, papermill, nbformat, jupytext, myst, IPython).
 """
+from .cache import cached
 from .chapter_setup import setup
+from .chapters import get_claim
 from .claims import verdict_words
 from .figures import panels
 from .records import record, record_meta, show_figure
-from .tables import table
+from .tables import Raw, table
 
-__all__ = ["panels", "record", "record_meta", "setup", "show_figure", "table", "verdict_words"]
+__all__ = ["Raw", "cached", "get_claim", "panels", "record", "record_meta", "setup", "show_figure", "table",
+           "verdict_words"]

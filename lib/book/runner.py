@@ -180,13 +180,17 @@ def quiet_kernel_manager():
     return QuietKernelManager
 
 
+FOLDED = "hide-input"  # myst-nb folds the cell's source behind a "Show code cell source" toggle
+
+
 def show_one_parameters_cell(notebook_path: Path, source: str) -> None:
     """Keep one parameters cell on the rendered page.
 
     papermill inserts its ``injected-parameters`` cell after the chapter's own ``parameters``
     cell. When the injected values are the chapter's defaults the injected cell is hidden; when
     they differ, the chapter's cell (its defaults) is hidden and the injected one, headed as
-    the parameters of this run, is shown. Both stay in the notebook (tag ``remove-cell``).
+    the parameters of this run, is shown. Both stay in the notebook (tag ``remove-cell``). The cell
+    shown is folded (tag ``hide-input``): it is there for papermill, and a reader opens it on demand.
     """
     import nbformat
 
@@ -194,19 +198,24 @@ def show_one_parameters_cell(notebook_path: Path, source: str) -> None:
     tagged = {tag: cell for cell in nb.cells for tag in cell.get("metadata", {}).get("tags", [])
               if tag in ("parameters", "injected-parameters")}
     own, injected = tagged.get("parameters"), tagged.get("injected-parameters")
-    if own is None or injected is None:
-        return
-    try:
-        defaults, given = parameters_cell_values(own.source), parameters_cell_values(injected.source)
-    except ParameterError:
-        return
-    if all(name in defaults and defaults[name] == value for name, value in given.items()):
-        hide = injected
-    else:
-        hide = own
-        injected.source = f"# Parameters of this run (the defaults are in {source})\n" + "\n".join(
-            line for line in injected.source.splitlines() if not line.startswith("# Parameters"))
-    hide.metadata.setdefault("tags", []).append("remove-cell")
+    shown = own if injected is None else injected
+    if own is not None and injected is not None:
+        try:
+            defaults, given = parameters_cell_values(own.source), parameters_cell_values(injected.source)
+        except ParameterError:
+            defaults, given = None, None
+        if defaults is not None and all(name in defaults and defaults[name] == value for name, value in given.items()):
+            hide, shown = injected, own
+        elif defaults is not None:
+            hide = own
+            injected.source = f"# Parameters of this run (the defaults are in {source})\n" + "\n".join(
+                line for line in injected.source.splitlines() if not line.startswith("# Parameters"))
+        else:
+            hide, shown = None, None
+        if hide is not None:
+            hide.metadata.setdefault("tags", []).append("remove-cell")
+    if shown is not None and FOLDED not in shown.metadata.setdefault("tags", []):
+        shown.metadata["tags"].append(FOLDED)
     nbformat.write(nb, notebook_path)
 
 

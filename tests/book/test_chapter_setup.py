@@ -116,7 +116,7 @@ def test_plain_papermill_cli_runs_a_chapter_with_a_parameter(tmp_path):
 
 
 def test_one_parameters_cell_is_shown(tmp_path):
-    """The rendered page shows papermill's injected cell only when it changes a default."""
+    """The rendered page shows papermill's injected cell only when it changes a default, folded."""
     import nbformat
 
     from lib.book.runner import show_one_parameters_cell
@@ -132,8 +132,8 @@ def test_one_parameters_cell_is_shown(tmp_path):
         return [c.metadata.get("tags", []) for c in nbformat.read(path, as_version=4).cells], path
 
     tags, _ = notebook('profile = "ci"')
-    assert tags == [["parameters"], ["injected-parameters", "remove-cell"], []]
+    assert tags == [["parameters", "hide-input"], ["injected-parameters", "remove-cell"], []]
     tags, path = notebook("seed = 3")
-    assert tags == [["parameters", "remove-cell"], ["injected-parameters"], []]
+    assert tags == [["parameters", "remove-cell"], ["injected-parameters", "hide-input"], []]
     shown = nbformat.read(path, as_version=4).cells[1].source
     assert shown.startswith("# Parameters of this run (the defaults are in chapters/x.md)") and "seed = 3" in shown
