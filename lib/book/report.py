@@ -4,6 +4,12 @@ Nothing here is typed by hand: the rows come from the chapters' declarations
 (:func:`lib.book.chapters.all_claims`), the values from ``_build/records/<chapter>.json``, the
 verdicts from :func:`lib.book.claims.evaluate`. Another records folder (a run with ``--out``) is
 read with ``lowrank-book report --records DIR`` or the report chapter's ``records_dir``.
+
+Two comparisons, in two vocabularies that are never mixed: a finding's verdict compares our value with
+the *paper's* ("reproduces", "does not reproduce here", "undecided at these settings"), and the run's
+recorded values and figures are compared with the book's own *pinned run* (``reference/ci``, what
+``lowrank-book diff`` compares a rerun with): each is the "same as the pinned run" or "differs from the
+pinned run". :func:`count_words` puts every count with its noun and verb in agreement.
 """
 from __future__ import annotations
 
@@ -149,59 +155,156 @@ def claim_links(built_from_notebooks: bool | None = None) -> dict[str, str]:
     return links
 
 
-PUBLISHED_YES, PUBLISHED_NO = "yes", "no"
+# Two vocabularies, never mixed. A finding's verdict compares our value with the *paper's*: "reproduces",
+# "does not reproduce here", "undecided at these settings" (lib.book.claims). A recorded value compared with
+# the book's own *pinned run* (reference/ci, what `lowrank-book diff` compares a rerun with) is the same
+# as the pinned run's or differs from it.
+PINNED_SAME, PINNED_DIFFERS = "same", "differs"  # the claims tables' cells, under PINNED_HEADER
+PINNED_HEADER = "pinned run"  # the claims tables' column: "same" (as the pinned run) or "differs" (from it)
+
+NOUNS = {"must_hold": ("claim that must hold", "claims that must hold"),
+         "consistency": ("consistency check", "consistency checks"),
+         "finding": ("finding", "findings")}
+VERBS = {"pass": ("passes", "pass"), "fail": ("fails", "fail"),
+         REPRODUCES: ("reproduces", "reproduce"),
+         NOT_REPRODUCED: ("does not reproduce here", "do not reproduce here"),
+         UNDECIDED: ("is undecided at these settings", "are undecided at these settings"),
+         "invalid": ("is invalid", "are invalid"), INCOMPLETE: ("is incomplete", "are incomplete"),
+         "not run": ("is not run", "are not run"),
+         PINNED_SAME: ("is the same as in the pinned run", "are the same as in the pinned run"),
+         PINNED_DIFFERS: ("differs from the pinned run", "differ from the pinned run")}
+
+
+def count_words(n: int, verdict: str, kind: str | None = None) -> str:
+    """A count with its noun and verb in agreement: ``count_words(5, NOT_REPRODUCED, "finding")`` is "5 findings
+    do not reproduce here", with 1 "1 finding does not reproduce here", with 0 "0 findings do not reproduce
+    here" (plural, as English counts zero). Without ``kind`` the noun is left out, for a list under a noun
+    already said ("of the 44 findings, 34 reproduce, 1 does not reproduce here"). ``verdict`` is one of
+    :data:`VERBS` (the verdicts of :data:`VERDICTS`, and :data:`PINNED_SAME` / :data:`PINNED_DIFFERS`);
+    ``kind`` one of :data:`NOUNS`."""
+    one = n == 1
+    noun = "" if kind is None else " " + NOUNS[kind][0 if one else 1]
+    return f"{n}{noun} {VERBS[verdict][0 if one else 1]}"
+
+
+def counted(n: int, kind: str) -> str:
+    """A count and its noun: "1 finding", "44 findings", "0 consistency checks"."""
+    return f"{n} {NOUNS[kind][0 if n == 1 else 1]}"
+
+
+def series(items: list[str]) -> str:
+    """Items joined as prose: "a", "a and b", "a, b and c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def tally(by_kind: dict[str, dict[str, int]]) -> str:
+    """Verdict counts (:func:`counts`) as one line of prose, each kind named and each verdict's verb in
+    agreement with its count, zero counts left out: "74 claims that must hold pass; 26 consistency checks
+    pass; of 44 findings, 34 reproduce, 5 do not reproduce here and 5 are undecided at these settings"."""
+    parts = []
+    for kind, by in by_kind.items():
+        shown = [(v, n) for v, n in by.items() if n]
+        if not shown:
+            continue
+        if len(shown) == 1:
+            parts.append(count_words(shown[0][1], shown[0][0], kind))
+        else:
+            parts.append(f"of {counted(sum(by.values()), kind)}, " + series([count_words(n, v) for v, n in shown]))
+    return "; ".join(parts) or "no claims"
 
 
 def against_reference(directory: Path | str | None = None, exclude: tuple[str, ...] = ("report",)
                       ) -> tuple[Any, str | None]:
-    """The run's records compared with the published reference (:func:`lib.book.reference.compare`), the
-    report itself left out (its record is being written as it compares): (comparison, None), or (None, why
-    they cannot be compared)."""
+    """The run's records compared with the book's pinned run (:func:`lib.book.reference.compare`, the
+    reference/ci folder), the report itself left out (its record is being written as it compares):
+    (comparison, None), or (None, why they cannot be compared)."""
     try:
         return compare(records_folder(directory), REFERENCE_DIR, exclude=exclude), None
     except (ReferenceError, FileNotFoundError) as err:
         return None, str(err)
 
 
-def published(results: list[Result], comparison) -> dict[str, str]:
-    """Per claim: whether its recorded value reproduces the published one ("yes", "no"), or "—" where it
-    was not compared (no reference of this profile, a chapter that did not run, a timing)."""
+def pinned(results: list[Result], comparison) -> dict[str, str]:
+    """Per claim: whether its recorded value is the same as the pinned run's (:data:`PINNED_SAME`) or differs
+    from it (:data:`PINNED_DIFFERS`); claims not compared are left out (no pinned run of this profile, a
+    chapter that did not run, a timing). This says nothing about the paper: that is the claim's verdict."""
     if comparison is None:
         return {}
     out = {}
     for r in results:
         if r.status in ("not run", INCOMPLETE) or r.claim.chapter in comparison.not_run:
             continue
-        out[r.claim.id] = PUBLISHED_NO if comparison.moved(r.claim.chapter, r.claim.record) else PUBLISHED_YES
+        out[r.claim.id] = PINNED_DIFFERS if comparison.moved(r.claim.chapter, r.claim.record) else PINNED_SAME
     return out
 
 
-def published_summary(comparison) -> str:
-    """One sentence: how many recorded numbers and figures reproduce the published values."""
+def pinned_folder() -> str:
+    """The pinned run's folder as the reader knows it (``reference/ci``)."""
+    return f"{REFERENCE_DIR.parent.name}/{REFERENCE_DIR.name}"
+
+
+def pinned_summary(comparison, claims: tuple[int, int] | None = None) -> str:
+    """One sentence: how many recorded numbers and figures are the same as in the book's pinned run (and
+    ``claims``, (same, compared), how many claims' values are among them), then how many differ."""
     if comparison is None:
-        return "not compared"
+        return "not compared with the pinned run"
     values = comparison.values - sum(d.what.startswith("record ") for d in comparison.differences)
     figures = comparison.figures - comparison.figures_differing
-    return (f"{values:,} of {comparison.values:,} recorded numbers and {figures} of {comparison.figures} figures "
-            "reproduce the published values")
+    text = (f"{values:,} of {comparison.values:,} recorded {'number' if comparison.values == 1 else 'numbers'} and "
+            f"{figures} of {comparison.figures} {'figure' if comparison.figures == 1 else 'figures'} are the same as "
+            f"in the book's pinned run ({pinned_folder()})")
+    if claims is not None:
+        text += f", the values of {claims[0]} of {claims[1]} {'claim' if claims[1] == 1 else 'claims'} among them"
+    if comparison.differences:
+        text += f"; {count_words(len(comparison.differences), PINNED_DIFFERS)} (`lowrank-book diff` lists each)"
+    return text
+
+
+def headline(results: list[Result], comparison, not_compared: str | None = None, *, markdown: bool = False
+             ) -> list[str]:
+    """The report's headline, one sentence per comparison, kept apart: the papers' findings against the
+    papers, the book's own checks, and the run against the book's pinned run (numbers, figures, claims).
+    ``markdown`` sets each sentence's lead ("Against the papers") in bold, for the report's page."""
+    by = counts(results)
+
+    def part(kind: str) -> str | None:
+        shown = [count_words(n, v) for v, n in by[kind].items() if n]
+        return f"of the {counted(sum(by[kind].values()), kind)}, {series(shown)}" if shown else None
+
+    lines = []
+    if part("finding"):
+        lines.append(f"Against the papers: {part('finding')}")
+    checks = [p for p in (part("must_hold"), part("consistency")) if p]
+    if checks:
+        lines.append("The book's checks: " + "; ".join(checks))
+    if comparison is None:
+        lines.append(f"Against the pinned run: not compared ({not_compared or 'no comparison'})")
+    else:
+        marks = list(pinned(results, comparison).values())
+        lines.append(f"Against the pinned run: {pinned_summary(comparison, (marks.count(PINNED_SAME), len(marks)))}")
+    if markdown:
+        lines = ["**{}**:{}".format(*line.split(":", 1)) for line in lines]
+    return [line + "." for line in lines]
 
 
 def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: str | None = None,
-                   links: dict[str, str] | None = None, published_values: dict[str, str] | None = None) -> str:
+                   links: dict[str, str] | None = None, pinned_values: dict[str, str] | None = None) -> str:
     """A MyST table (a ``table`` directive of class ``claims-table``) that fits the page, verdict first:
-    verdict, claim (statement, source, id and the check that decides it), ours, paper, whether our value
-    reproduces the published one, and where it is measured (``links``: a link to the chapter's section,
-    else ``chapter_docs``: the chapter's page).
+    the verdict (for a finding, against the paper), the claim (statement, source, id and the check that
+    decides it), ours, the paper's value, whether our recorded value is the same as the pinned run's
+    (``pinned_values``, from :func:`pinned`: "same" or "differs"; nothing to do with the paper), and where
+    it is measured (``links``: a link to the chapter's section, else ``chapter_docs``: the chapter's page).
 
     ``kind`` keeps the claims of one kind; in each chapter (reading order), problems are listed first.
     """
     order = {c: i for i, c in enumerate(chapters())}
     rows = [r for r in results if kind is None or r.claim.kind == kind]
     rows.sort(key=lambda r: (order.get(r.claim.chapter, len(order)), r.ok))  # stable: problems first
+    verdict_header = "verdict against the paper" if kind == "finding" else "verdict"
     lines = [":::{table}", ":class: claims-table", "",  # fits the page: _static/book.css sets its column widths
-             "| verdict | claim | ours | paper | repro&shy;duces the pub&shy;lished value | measured in |",
+             f"| {verdict_header} | claim | ours | paper | {PINNED_HEADER} | measured in |",
              "|---|---|---|---|---|---|"]
-    links, published_values = links or {}, published_values or {}
+    links, pinned_values = links or {}, pinned_values or {}
     for r in rows:
         c = r.claim
         doc = chapter_docs.get(c.chapter)
@@ -209,10 +312,10 @@ def markdown_table(results: list[Result], chapter_docs: dict[str, str], kind: st
         verdict = f"**{r.status}**" if not r.ok else r.status
         why = f" ({_cell(r.reason)})" if r.reason and r.status == UNDECIDED else ""
         claim = f"{c.statement} ({breakable(c.source)}) <br>`{c.id}`: {c.check.describe()}"
-        mark = published_values.get(c.id, "—")
+        mark = pinned_values.get(c.id, "—")
         lines.append("| " + " | ".join(_cell(x) for x in (
             verdict + why, claim, _fmt(r.value), c.paper_value or "—",
-            f"**{mark}**" if mark == PUBLISHED_NO else mark, where)) + " |")
+            f"**{mark}**" if mark == PINNED_DIFFERS else mark, where)) + " |")
     return "\n".join(lines + [":::"])
 
 
@@ -228,29 +331,49 @@ def breakable(source: str) -> str:
 KIND_ANCHORS = {"must_hold": "must-hold", "consistency": "consistency-checks", "finding": "the-papers-empirical-findings"}
 
 
-def summary_table(results: list[Result], published_values: dict[str, str] | None = None) -> str:
-    """Counts per chapter (reading order) and kind, each linking to the kind's table, with a total row."""
-    published_values = published_values or {}
+# The summary table fits a phone: a 360 px window less sphinx-book-theme's 1 rem of article padding on
+# each side (below its md breakpoint), measured as lib.book.tables.min_width measures every table.
+PHONE_COLUMN_PX = 328
+CHECK_KINDS = ("must_hold", "consistency")  # the book's own checks: they gate the tests
+
+
+def _of(good: int, total: int, strong: bool) -> str:
+    text = f"{good} of {total}"
+    return f"**{text}**" if strong and good < total else text
+
+
+def summary_table(results: list[Result], pinned_values: dict[str, str] | None = None) -> str:
+    """Counts per chapter (reading order), with a total row, in four columns narrow enough for a phone
+    (:data:`PHONE_COLUMN_PX`): the book's checks (must hold and consistency) that pass, the findings that
+    reproduce the paper's, and the claims whose recorded value is the same as the pinned run's. Each
+    count links to its table; a shortfall in the checks or against the pinned run is bold (a finding
+    that does not reproduce is a result, not a fault). A chapter that did not run says so."""
+    pinned_values = pinned_values or {}
     by_chapter = {cid: [r for r in results if r.claim.chapter == cid] for cid in chapters()}
     by_chapter = {cid: rs for cid, rs in by_chapter.items() if rs}
 
-    def cell(rs: list[Result], kind: str) -> str:
-        mine = [r for r in rs if r.claim.kind == kind]
-        if not mine:
-            return "—"
-        tally = {v: n for v, n in counts(mine)[kind].items() if n}
-        text = ", ".join(f"{n} {v}" for v, n in tally.items())
-        return f"[{text}](#{KIND_ANCHORS[kind]})"
+    def row(title: str, rs: list[Result]) -> list[str]:
+        if all(r.status in ("not run", INCOMPLETE) for r in rs):
+            status = "not run" if all(r.status == "not run" for r in rs) else "in&shy;com&shy;plete"
+            return [title, status, status, "—"]
+        checks = [r for r in rs if r.claim.kind in CHECK_KINDS]
+        findings = [r for r in rs if r.claim.kind == "finding"]
+        # the link goes to the table of the first kind with a check that did not pass, else the first kind
+        target = next((k for k in CHECK_KINDS if any(r.claim.kind == k and r.status != "pass" for r in checks)),
+                      next(k for k in CHECK_KINDS if any(r.claim.kind == k for r in checks)) if checks else None)
+        check_cell = (f"[{_of(sum(r.status == 'pass' for r in checks), len(checks), True)}](#{KIND_ANCHORS[target]})"
+                      if checks else "—")
+        finding_cell = (f"[{_of(sum(r.status == REPRODUCES for r in findings), len(findings), False)}]"
+                        f"(#{KIND_ANCHORS['finding']})" if findings else "—")
+        marks = [pinned_values[r.claim.id] for r in rs if r.claim.id in pinned_values]
+        pinned_cell = _of(marks.count(PINNED_SAME), len(marks), True) if marks else "—"
+        return [title, check_cell, finding_cell, pinned_cell]
 
-    def pub(rs: list[Result]) -> str:
-        marks = [published_values[r.claim.id] for r in rs if r.claim.id in published_values]
-        return f"{marks.count(PUBLISHED_YES)} of {len(marks)}" if marks else "—"
-
-    lines = ["| chapter | must hold | consistency | findings | claims reproducing the published value |",
-             "|---|---|---|---|---|"]
+    lines = ["| chapter | checks pass | find&shy;ings re&shy;pro&shy;duce | same as the pin&shy;ned run |",
+             "|---|---|---|---|"]
     for cid, rs in by_chapter.items():
-        lines.append("| " + " | ".join([_cell(chapters()[cid].title)] + [cell(rs, k) for k in KINDS] + [pub(rs)]) + " |")
-    lines.append("| " + " | ".join(["**all chapters**"] + [cell(results, k) for k in KINDS] + [pub(results)]) + " |")
+        lines.append("| " + " | ".join(row(_cell(chapters()[cid].title), rs)) + " |")
+    lines.append("| " + " | ".join(row("**all chapters**", results)) + " |")
     return "\n".join([":::{table}", ":class: summary-table", ""] + lines + [":::"])
 
 
