@@ -1,7 +1,9 @@
 """Bookkeeping cells are off the page: a code cell that only records carries remove-input (or hide-input).
 
 ``scripts/fold_record_cells.py`` finds them (statements all ``record``/``record_meta`` calls, or loops of
-them) and tags them; these tests hold the book to it and check the classifier on hand-made cells.
+them) and tags them; with ``--split`` it also takes the records out of cells that end with them (or with them
+and then a display) into such a cell. These tests hold the book to both and check the classifier and the
+split on hand-made cells.
 """
 import importlib.util
 import sys
@@ -122,3 +124,109 @@ def test_the_cells_read_here_are_the_cells_jupytext_reads():
         for mine, nb_cell in zip(ours, theirs):
             assert mine.tags == nb_cell.metadata.get("tags", []), (path, mine.fence_line + 1)
             assert mine.source.strip() == nb_cell.source.strip(), (path, mine.fence_line + 1)
+
+
+# --- splitting the records off mixed cells (--split) ------------------------------------------------------
+
+
+def test_a_trailing_record_block_is_split_off_into_a_folded_cell():
+    source = '''\
+        x = f()  # compute
+        y = g(x)
+
+        # the records
+        record("x", x, claim="c.x")
+        record("y", float(y));'''
+    text = cell(source, ":tags: [keep-me]")
+    new, done, left = fold.split_text(text)
+    assert [(plan.kind, plan.tag) for _, plan in done] == [("trailing", "remove-input")] and not left
+    assert new == ('Some prose.\n\n```{code-cell} ipython3\n:tags: [keep-me]\n\nx = f()  # compute\ny = g(x)\n```\n\n'
+                   '```{code-cell} ipython3\n:tags: [remove-input]\n\n# the records\nrecord("x", x, claim="c.x")\n'
+                   'record("y", float(y));\n```\n\nMore prose.\n')
+    fold.check_preserved(text, new)
+    assert fold.split_text(new) == (new, [], [])
+
+    may_print = cell('acc = train(model)\nrecord("acc", experiments.evaluate(model))')
+    new, done, _ = fold.split_text(may_print)
+    assert done[0][1].tag == "hide-input" and ":tags: [hide-input]\n\nrecord(\"acc\"" in new
+
+
+def test_records_before_a_display_move_below_it_and_are_split_off():
+    source = '''\
+        rows = study(cfg)
+        record("n", len(rows))  # how many
+        for r in rows:
+            record(f"v_{r.k}", r.v)
+
+        table([{"k": r.k} for r in rows], name="t")'''
+    text = cell(source)
+    new, done, _ = fold.split_text(text)
+    assert [plan.kind for _, plan in done] == ["before-display"]
+    assert new == ('Some prose.\n\n```{code-cell} ipython3\nrows = study(cfg)\n\ntable([{"k": r.k} for r in rows], '
+                   'name="t")\n```\n\n```{code-cell} ipython3\n:tags: [remove-input]\n\nrecord("n", len(rows))  # how '
+                   'many\nfor r in rows:\n    record(f"v_{r.k}", r.v)\n```\n\nMore prose.\n')
+    fold.check_preserved(text, new)
+    assert fold.split_text(new) == (new, [], [])
+
+    # a comment right below the records (before a blank line) goes with them; one above the display stays
+    text = cell('rows = study(cfg)\nrecord("n", len(rows))\n# n is glued in the text\n\n# the table\ntable(rows)')
+    new, _, _ = fold.split_text(text)
+    assert ('```{code-cell} ipython3\nrows = study(cfg)\n\n# the table\ntable(rows)\n```\n\n```{code-cell} ipython3\n'
+            ':tags: [remove-input]\n\nrecord("n", len(rows))\n# n is glued in the text\n```') in new
+
+    for shown in ('show_figure("fig-a", fig)', 'print(f"{n} rows")\nprint("done")', "summary.rows"):
+        new, done, left = fold.split_text(cell(f'n = len(rows)\nrecord("n", n)\n{shown}'))
+        assert done and not left, shown
+        assert (f'n = len(rows)\n{shown}\n```\n\n```{{code-cell}} ipython3\n:tags: [remove-input]\n\n'
+                'record("n", n)\n```') in new
+
+
+@pytest.mark.parametrize("source, why", [
+    ('for k, v in results.items():\n    record(f"err_{k}", v)\nprint(k)', "share a name"),        # the loop's k
+    ('record("n", n := len(rows))\ntable(rows, name=f"t{n}")', "share a name"),                  # a walrus
+    ('record("last", rows.pop())\ntable(rows)', "share a name"),                                  # records change rows
+    ('record("n", len(rows))\ntable(rows.sort() or rows)', "share a name"),                       # the display does
+    ('record_meta(tables={})\ntable(rows)', "share a name"),                                      # table writes tables
+    ('y = f()\nrecord("y", y)\nplt.show()', "ends with plt.show"),
+    ('y = f()\nrecord("y", y)\nz = g(y)', "interleaved"),
+    ('record("a", 1)\ny = f()\nrecord("y", y)', "interleaved"),
+    ('y = f(); record("y", y)', "shares a line"),
+    ('y = f()\nrecord_meta(seconds=time.perf_counter() - t0)', "clock"),
+    ('y = f()\ny\nrecord("y", y)', "last expression would be shown"),
+    ('y = f()\ntable(y)\nrecord("y", y)', "last expression would be shown"),
+])
+def test_a_cell_is_left_as_it_is_where_splitting_could_change_what_it_computes_or_shows(source, why):
+    assert why in fold.plan_split(source)
+    text = cell(source)
+    assert fold.split_text(text) == (text, [], [(fold.parse_cells(text)[0], fold.plan_split(source))])
+
+
+def test_cells_that_do_not_mix_or_are_folded_are_not_split():
+    for source in ('record("x", 1)', "x = f()\ntable(x)", '%time x = f()\nrecord("x", x)'):
+        assert fold.plan_split(source) is None
+    folded = cell('x = f()\nrecord("x", x)', ":tags: [hide-input]")
+    assert fold.split_text(folded) == (folded, [], [])
+
+
+def test_the_check_of_a_split_catches_a_statement_lost_or_records_reordered():
+    before = cell('x = f()\nrecord("a", x)\nrecord("b", 2)')
+    fold.check_preserved(before, cell('x = f()\nrecord("a", x)') + cell('record("b", 2)'))
+    with pytest.raises(ValueError, match="statements"):
+        fold.check_preserved(before, cell('x = f()\nrecord("a", x)'))
+    with pytest.raises(ValueError, match="order"):
+        fold.check_preserved(before, cell('x = f()\nrecord("b", 2)\nrecord("a", x)'))
+
+
+def test_split_mode_writes_check_mode_fails_until_it_has(tmp_path, capsys):
+    path = tmp_path / "toy.md"
+    path.write_text(cell('record("x", 1)') + cell('x = f()\nrecord("x", x)\ntable(x)'))
+    before = path.read_text()
+    assert fold.main([str(path)]) == 0                       # tags only: the mixed cell stays
+    assert fold.main(["--check", str(path)]) == 0
+    assert fold.main(["--check", "--split", str(path)]) == 1 and path.read_text() == fold.fold_text(before)[0]
+    assert fold.main(["--split", str(path)]) == 0
+    assert fold.main(["--check", "--split", str(path)]) == 0
+    split = path.read_text()
+    assert fold.main(["--split", str(path)]) == 0 and path.read_text() == split
+    assert len(fold.parse_cells(split)) == 3
+    assert "before-display records split off into a remove-input cell" in capsys.readouterr().out
