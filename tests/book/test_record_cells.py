@@ -129,6 +129,18 @@ def test_the_cells_read_here_are_the_cells_jupytext_reads():
 # --- splitting the records off mixed cells (--split) ------------------------------------------------------
 
 
+def test_every_splittable_cell_of_the_book_is_split(capsys):
+    assert fold.main(["--check", "--split"]) == 0, capsys.readouterr().out
+
+
+def test_splitting_the_chapters_keeps_their_statements_and_the_order_of_their_records():
+    for path in fold.chapter_paths():
+        text = path.read_text()
+        new, done, _ = fold.split_text(fold.fold_text(text, path)[0], path)
+        fold.check_preserved(text, new, path)
+        assert (new, done) == (text, []), path   # already split: a second --split changes nothing
+
+
 def test_a_trailing_record_block_is_split_off_into_a_folded_cell():
     source = '''\
         x = f()  # compute
