@@ -191,3 +191,21 @@ def test_a_declared_validator_is_a_lib_function_by_name():
         named_validator("os:system")
     with pytest.raises(ValueError, match="is not a function"):
         named_validator("lib.book.parameters:NO_SUCH")(1)
+
+
+def test_increasing_means_strictly_increasing_without_unique():
+    """``increasing`` alone (no ``unique`` to catch a repeat first) refuses equal neighbours: [1, 1, 2] is not
+    increasing, as [2, 1] is not; [1, 2, 3] is. Both the list's shape and a parameter with that shape."""
+    from lib.book.parameters import Shape
+
+    shape = Shape(list, increasing=True, items=Shape(int))
+    assert shape.problem([1, 2, 3]) is None and shape.problem([5]) is None and shape.problem([]) is None
+    for bad in ([1, 1, 2], [2, 1], [1, 2, 2]):
+        assert shape.problem(bad) == "the items are not increasing", bad
+    lengths = Param("history_lengths", list, None, shape=shape, allow_none=True)
+    assert lengths.check([1, 2, 3]) == [1, 2, 3]
+    for bad in ([1, 1, 2], [2, 1]):
+        with pytest.raises(ParameterError, match=r"parameter 'history_lengths'.*the items are not increasing"):
+            lengths.check(bad)
+    floats = Shape(list, increasing=True, items=Shape(float))
+    assert floats.problem([0.1, 0.2]) is None and floats.problem([0.1, 0.1]) == "the items are not increasing"

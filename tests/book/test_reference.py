@@ -241,3 +241,16 @@ def test_an_excluded_chapter_is_neither_compared_nor_refused_as_incomplete(tmp_p
         ref_module.compare(run, ref)
     done = ref_module.compare(run, ref, exclude=("report",))
     assert not done.differences and done.values == 5 and "report" not in done.not_run
+
+
+def test_a_timing_mark_on_either_side_leaves_the_value_out(tmp_path):
+    """A wall time marked ``timing`` in the reference only, or in the run only, is neither compared nor
+    counted: its values differ a hundredfold and nothing differs."""
+    plain = {"count": {"value": 92}, "wall": {"value": 10.0}}
+    marked = {"count": {"value": 92}, "wall": {"value": 1000.0, "timing": True}}
+    for reference, run, name in ((marked, plain, "the reference's"), (plain, marked, "the run's")):
+        comparison = ref.compare(_folder(tmp_path / f"run-{name}", run), _folder(tmp_path / f"ref-{name}", reference))
+        assert comparison.ok, (name, [d.line() for d in comparison.differences])
+        assert comparison.values == 1, name  # the count only
+    moved = ref.compare(_folder(tmp_path / "run", plain), _folder(tmp_path / "ref", {**plain, "wall": {"value": 20.0}}))
+    assert [d.what for d in moved.differences] == ["record 'wall'"]  # unmarked on both sides: compared
