@@ -279,7 +279,7 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
         interrupted = isinstance(err, KeyboardInterrupt) or getattr(err, "ename", None) == "KeyboardInterrupt"
         where = stopped_at(chapter, rec_dir)
         mark_incomplete(rec_dir, chapter.id, f"{'interrupted' if interrupted else 'failed'} {where}",
-                        time.perf_counter() - start)
+                        time.perf_counter() - start, resolved, given)
         if interrupted:
             raise ChapterInterrupted(f"{chapter.id}: interrupted {where}; its record is marked incomplete, and a "
                                      "rerun resumes from the cache") from None
@@ -321,11 +321,20 @@ def stopped_at(chapter: Chapter, rec_dir: Path) -> str:
     return f"in § {section} (after recording {last!r})" if section else f"after recording {last!r}"
 
 
-def mark_incomplete(rec_dir: Path, chapter_id: str, why: str, wall: float) -> None:
-    """Mark the chapter's record incomplete (``meta.incomplete``: why), so no report or test counts its claims."""
+def mark_incomplete(rec_dir: Path, chapter_id: str, why: str, wall: float, values: dict[str, Any] | None = None,
+                    given: dict[str, Any] | None = None) -> None:
+    """Mark the chapter's record incomplete (``meta.incomplete``: why), so no report or test counts its claims.
+
+    A run stopped before the chapter's first cell wrote its record (Ctrl-C while the kernel starts, a failure
+    in ``setup``) still leaves one: no values, the run's profile, parameters (``values``, resolved) and seed
+    as the runner checked them, and why it is incomplete, so that the report says "incomplete", not "not run".
+    """
     records = load_records(chapter_id, rec_dir)
     if records is None:
-        return
+        values = dict(values or {})
+        records = {"chapter": chapter_id, "values": {}, "meta": {
+            "profile": values.get("profile"), "parameters": values, "seed": values.get("seed"),
+            "parameters_given": dict(given or {}), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}}
     records["meta"].update(incomplete=why, wall_s=round(wall, 2))
     _write_json(rec_dir / f"{chapter_id}.json", records)
 

@@ -64,6 +64,46 @@ def test_cli_refuses_before_running(args, message, tmp_path):
     assert "executing" not in proc.stdout + proc.stderr
 
 
+def test_an_interrupt_before_the_first_record_leaves_the_incomplete_record_it_promises(tmp_path, monkeypatch):
+    """Ctrl-C while the kernel starts (before the chapter's first record; simulated: papermill raises
+    KeyboardInterrupt) writes the record the message promises, marked incomplete, so the report says
+    "incomplete" for every claim instead of "not run"; a failure there leaves one too, saying "failed"."""
+    import papermill
+
+    from lib.book.claims import INCOMPLETE, evaluate
+    from lib.book.records import load_records
+    from lib.book.runner import ChapterInterrupted, execute
+
+    hilbert = find_chapter("hilbert")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    with pytest.raises(ChapterInterrupted, match="hilbert: interrupted before its first record; its record is marked "
+                                                 "incomplete"):
+        execute(hilbert, {"seed": 3}, out_dir=tmp_path / "run")
+    record = load_records("hilbert", tmp_path / "run" / "records")
+    assert record is not None and record["values"] == {}
+    meta = record["meta"]
+    assert meta["incomplete"] == "interrupted before its first record" and "finished" not in meta
+    assert meta["profile"] == "ci" and meta["seed"] == 3 and meta["parameters_given"] == {"seed": 3}
+    assert {evaluate(c, record).status for c in hilbert.claims} == {INCOMPLETE}
+    proc, _ = run_cli("report", "--records", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == len(hilbert.claims) and all(line.startswith("[incomplete] hilbert.") for line in lines)
+
+    def failed(*args, **kwargs):
+        raise RuntimeError("the kernel died")
+
+    monkeypatch.setattr(papermill, "execute_notebook", failed)
+    with pytest.raises(RuntimeError, match="the kernel died"):
+        execute(hilbert, {}, out_dir=tmp_path / "failed")
+    assert load_records("hilbert", tmp_path / "failed" / "records")["meta"]["incomplete"] == \
+        "failed before its first record"
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_out_naming_a_file_is_refused_before_running(tmp_path):
     target = tmp_path / "a-file"
