@@ -42,6 +42,11 @@ from .parameters import (Constraint, Param, ParameterError, ParamSpec, Shape, na
                          parameters_cell_values, suggest)
 from .tolerance import Tolerance
 
+# The check of a local corpus is the text pipeline's (lib.text.corpus, which applies the same rule when it
+# loads one), named as a declaration names a validator: imported when first called, never by reading the
+# declarations.
+_local_corpus_problem = named_function("lib.text.corpus:path_corpus_problem", "requires")
+
 PROFILES = ("ci", "paper")
 SMOKE = "smoke"  # a presets entry beside ci and paper: the sizes a `--profile paper --smoke` run cuts, and to what
 DECLARATION_SUFFIX = ".yml"
@@ -90,12 +95,16 @@ def common_params() -> tuple[Param, ...]:
     )
 
 
-PATH_PARAMETERS = ("corpus", "tokenizer", "records_dir")  # may name a local path (made absolute by the runner)
+PATH_PARAMETERS = ("corpus", "tokenizer", "records_dir", "hub_model")  # may name a local path (made absolute by
+#                                                                         the runner)
 CORPUS_NAMES = ("default", "pydocs")  # lib.text.corpus's built-in offline sources
+NAMES_NOT_PATHS = CORPUS_NAMES + ("byte", "suite")  # values of PATH_PARAMETERS that name a source, never a path
 BPE_VOCAB = (257, 2 ** 18)            # lib.text.tokenization's MIN_BPE_VOCAB, MAX_BPE_VOCAB
 
 
 def _hub_name(spec: str) -> str | None:
+    if not spec.strip():
+        return "an empty name"
     return "a hub name must follow 'hf:'" if spec == "hf:" else None
 
 
@@ -131,13 +140,13 @@ def _corpus_exists(spec: str) -> str | None:
             return f"{var} is set and the local Hugging Face cache holds no snapshot of dataset {spec[3:]!r}; " \
                    + WORKS_OFFLINE
         return None
-    if spec in CORPUS_NAMES or Path(spec).expanduser().exists():
+    if spec in CORPUS_NAMES:
         return None
-    return f"no such file or folder: {str(Path(spec).expanduser().resolve())!r}"
+    return _local_corpus_problem(spec)  # no such path; an empty folder, a binary or non-UTF-8 file (by name)
 
 
 def _tokenizer_syntax(spec: str) -> str | None:
-    """Why the tokenizer ``spec`` is malformed ('bpe:' without an integer vocabulary in range), or None."""
+    """Why the tokenizer ``spec`` is malformed (empty; 'bpe:' without an integer vocabulary in range), or None."""
     if spec.startswith("bpe:"):
         size = spec[4:].strip()
         if not size.isdigit():
@@ -147,17 +156,72 @@ def _tokenizer_syntax(spec: str) -> str | None:
     return _hub_name(spec)
 
 
+# What a tokenizer folder written by save_pretrained holds (one of them at least): transformers' AutoTokenizer
+# reads its class and vocabulary from these.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "tokenizer.model",
+                   "spiece.model", "sentencepiece.bpe.model")
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether ``name`` can only be a local path (absolute, or starting with ``.``, ``..`` or ``~``), not a
+    hub name ``org/name``."""
+    return name.startswith(("/", "./", "../", "~")) or name in (".", "..") or os.sep != "/" and os.sep in name
+
+
+def tokenizer_folder_problem(name: str) -> str | None:
+    """Why the local folder ``name`` is not a tokenizer folder (missing; a file; none of
+    :data:`TOKENIZER_FILES` in it), or None."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        return f"no such folder: {str(path.resolve())!r}"
+    if not path.is_dir():
+        return f"{str(path)!r} is a file; a tokenizer is a folder written by save_pretrained"
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        return (f"the folder {str(path)!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                "a tokenizer folder is written by tokenizer.save_pretrained(folder)")
+    return None
+
+
 def _tokenizer_exists(spec: str) -> str | None:
-    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist; a hub tokenizer
-    while offline and not in the local cache), or None."""
+    """Why the tokenizer ``spec`` cannot be had here (a local folder that does not exist or holds no tokenizer;
+    a hub tokenizer while offline and not in the local cache), or None."""
     if spec.startswith("hf:"):
         name, var = spec[3:], offline()
-        if var and not Path(name).expanduser().is_dir() and hub_snapshot(name) is None:
+        if Path(name).expanduser().is_dir() or looks_like_path(name):
+            return tokenizer_folder_problem(name)
+        if var and hub_snapshot(name) is None:
             return f"{var} is set and the local Hugging Face cache holds no snapshot of {name!r}; " + WORKS_OFFLINE
         return None
-    if spec == "byte" or spec.startswith("bpe:") or Path(spec).expanduser().is_dir():
+    if spec == "byte" or spec.startswith("bpe:"):
         return None
+    if Path(spec).expanduser().exists():
+        return tokenizer_folder_problem(spec)
     return f"not 'byte', 'bpe:...' or 'hf:...', and no such folder: {str(Path(spec).expanduser().resolve())!r}"
+
+
+# A hub repository's name, 'name' or 'org/name' (lib.models.causal_lm.HUB_NAME, which this layer cannot import)
+HUB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)?$")
+
+
+def hub_model_source_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a chapter's ``hub_model`` ('suite', a hub name 'org/name', or a local folder
+    with one save_pretrained folder per revision, each with its config.json), or None: the form, and for a
+    local folder what it holds (a declaration's ``validate:``, before any kernel starts). Whether a hub
+    name's revisions can be had here is the chapter's ``requires``."""
+    if not name.strip():
+        return "an empty name"
+    path = Path(name).expanduser()
+    if name == "suite" or (HUB_NAME.match(name) and not looks_like_path(name) and not path.exists()):
+        return None
+    if not path.exists():
+        return f"not 'suite' or a hub name 'org/name', and no such folder: {str(path.resolve())!r}"
+    if not path.is_dir():
+        return f"{str(path)!r} is a file; a local model is a folder with one save_pretrained folder per revision"
+    revisions = sorted(p.name for p in path.iterdir() if p.is_dir() and (p / "config.json").is_file())
+    if not revisions:
+        return (f"the folder {str(path)!r} holds no revision of a model: a local model is one save_pretrained "
+                "folder per revision (<folder>/<revision>/config.json), named by hub_revisions")
+    return None
 
 
 def corpus_params() -> tuple[Param, ...]:
@@ -238,16 +302,21 @@ class Chapter:
                                  f"cut, and to what), and {self.declaration} declares none")
         return {**self.presets[SMOKE], **given}
 
-    def resolve(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Check ``given`` and fill every ``None`` with the profile's preset."""
-        values = {**self.spec.defaults(), **self.spec.check(given)}
+    def resolve(self, given: dict[str, Any], *, library: bool = True) -> dict[str, Any]:
+        """Check ``given`` and fill every ``None`` with the profile's preset.
+
+        ``given`` is checked in full (``library=False``: without the validators a declaration names in the
+        library, see :meth:`Param.check`). The presets are the declaration's own, held to those validators
+        when the book is checked (:func:`discover`, ``lowrank-book check``, the tests), so filling them in
+        imports none of them."""
+        values = {**self.spec.defaults(), **self.spec.check(given, library=library)}
         preset = self.presets.get(values["profile"], {})
         for name, value in values.items():
             if value is None:
                 if name not in preset:
                     raise ParameterError(f"parameter {name!r} is None and profile {values['profile']!r} "
                                          "has no preset for it")
-                values[name] = self.spec[name].check(preset[name])
+                values[name] = self.spec[name].check(preset[name], library=False)
         for constraint in self.constraints:
             constraint.enforce(values)
         return values
@@ -259,8 +328,10 @@ class Chapter:
 
 # --- reading a declaration --------------------------------------------------------------
 
-class _Loader(yaml.SafeLoader):
-    """YAML with YAML 1.2 floats: ``1e-10`` is a number (PyYAML's YAML 1.1 reads it as a string)."""
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """YAML with YAML 1.2 floats: ``1e-10`` is a number (PyYAML's YAML 1.1 reads it as a string). LibYAML's
+    parser where PyYAML is built with it (ten times faster than the pure-Python one: every command reads
+    the declarations), the same resolver and constructor either way."""
 
 
 _Loader.add_implicit_resolver(
@@ -274,7 +345,7 @@ def read_yaml(path: Path) -> Any:
     return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
 
 
-def _param_from_declaration(name: str, spec: Any, default: Any, where: str) -> Param:
+def _param_from_declaration(name: str, spec: Any, default: Any, where: str, library: bool = True) -> Param:
     if not isinstance(spec, dict) or "type" not in spec:
         raise ChapterDeclarationError(f"{where}: parameter {name!r} needs a mapping with at least 'type'")
     unknown = set(spec) - _PARAM_KEYS
@@ -301,7 +372,7 @@ def _param_from_declaration(name: str, spec: Any, default: Any, where: str) -> P
                   item_allowed=tuple(items) if isinstance(items, list) else None, shape=shape, validate=validate,
                   requires=requires)
     if default is not None:
-        _checked(param, default, f"{where}: the parameters cell's default of")
+        _checked(param, default, f"{where}: the parameters cell's default of", library)
     return param
 
 
@@ -322,9 +393,9 @@ def _shape_from_declaration(spec: Any, where: str) -> Shape:
                         Shape(str, allowed=tuple(items)) if isinstance(items, list) else None))
 
 
-def _checked(param: Param, value: Any, context: str) -> Any:
+def _checked(param: Param, value: Any, context: str, library: bool = True) -> Any:
     try:
-        return param.check(value)
+        return param.check(value, library=library)
     except ParameterError as err:
         raise ChapterDeclarationError(f"{context} {err}") from None
 
@@ -424,8 +495,10 @@ def _title(notebook_path: Path) -> str:
     return notebook_path.stem
 
 
-def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
-    """The chapter of ``notebook_path`` read from its declaration and its parameters cell."""
+def load_chapter(notebook_path: Path, root: Path = REPO_ROOT, *, library: bool = True) -> Chapter:
+    """The chapter of ``notebook_path`` read from its declaration and its parameters cell, every default and
+    preset checked against its parameter; ``library=False`` leaves out the validators the declaration names
+    in the library (importing them takes seconds: :func:`discover` explains when)."""
     chapter_id = notebook_path.stem
     decl_path = notebook_path.with_suffix(DECLARATION_SUFFIX)
     where = str(decl_path.relative_to(root))
@@ -468,7 +541,7 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
                                               f"{spec.default!r} in the parameters cell; found {default!r}")
             params.append(spec)
         else:
-            params.append(_param_from_declaration(name, spec, default, where))
+            params.append(_param_from_declaration(name, spec, default, where, library))
     by_name = {p.name: p for p in params}
 
     presets = decl.get("presets") or {}
@@ -480,7 +553,7 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
             if name not in by_name:
                 raise ChapterDeclarationError(f"{where}: preset {profile}.{name} names no parameter; parameters: "
                                               f"{', '.join(by_name)}")
-            _checked(by_name[name], value, f"{where}: preset {profile}.{name}:")
+            _checked(by_name[name], value, f"{where}: preset {profile}.{name}:", library)
     for profile in PROFILES:
         lacking = [p.name for p in params if p.default is None and p.name not in (presets.get(profile) or {})]
         if lacking:
@@ -499,12 +572,12 @@ def load_chapter(notebook_path: Path, root: Path = REPO_ROOT) -> Chapter:
                       reference_values, reference_figures, costs)
     for profile in PROFILES:  # every profile's presets must satisfy the constraints
         try:
-            chapter.resolve({"profile": profile})
+            chapter.resolve({"profile": profile}, library=library)
         except ParameterError as err:
             raise ChapterDeclarationError(f"{where}: the {profile!r} presets break a constraint: {err}") from None
     if SMOKE in chapter.presets:
         try:
-            chapter.resolve({"profile": "paper", **chapter.presets[SMOKE]})
+            chapter.resolve({"profile": "paper", **chapter.presets[SMOKE]}, library=library)
         except ParameterError as err:
             raise ChapterDeclarationError(f"{where}: the paper presets with the {SMOKE!r} cuts break a constraint: "
                                           f"{err}") from None
@@ -645,10 +718,16 @@ def claim_problems(chapter: Chapter, root: Path = REPO_ROOT) -> list[str]:
 
 # --- the whole book -------------------------------------------------------------------------
 
-def discover(root: Path = REPO_ROOT) -> dict[str, Chapter]:
+def discover(root: Path = REPO_ROOT, *, library: bool = True,
+             loaded: dict[str, Chapter] | None = None) -> dict[str, Chapter]:
     """Every executable chapter of ``_toc.yml`` in reading order, checked against its declaration.
 
-    Raises :class:`ChapterDeclarationError` listing every disagreement found.
+    Raises :class:`ChapterDeclarationError` listing every disagreement found. ``library=False`` checks
+    every default and preset without the validators a declaration names in the library (``validate:
+    lib.module:function``), whose modules take seconds to import: what the command line reads for
+    ``list`` or a run, where a reader's own values are still checked in full; ``lowrank-book check``
+    and the tests check the book with them. ``loaded``: chapters already read, by notebook path (used
+    and filled in).
     """
     root = Path(root)
     problems: list[str] = []
@@ -664,10 +743,13 @@ def discover(root: Path = REPO_ROOT) -> dict[str, Chapter]:
             continue
         listed.add(path.with_suffix(DECLARATION_SUFFIX).resolve())
         try:
-            chapter = load_chapter(path, root)
+            chapter = loaded[str(path)] if loaded is not None and str(path) in loaded else \
+                load_chapter(path, root, library=library)
         except (ChapterDeclarationError, ParameterError, yaml.YAMLError) as err:
             problems.append(str(err))
             continue
+        if loaded is not None:
+            loaded[str(path)] = chapter
         if chapter.id in book:
             problems.append(f"two chapters have the id {chapter.id!r}: {book[chapter.id].path} and {chapter.path}")
             continue
@@ -690,21 +772,65 @@ def discover(root: Path = REPO_ROOT) -> dict[str, Chapter]:
     return book
 
 
-@lru_cache(maxsize=None)
-def _discovered(root: str) -> dict[str, Chapter]:
-    return discover(Path(root))
+# The book's own chapters, read once per process and only when asked for: a command that needs one chapter
+# reads one declaration (get_chapter), one that needs the book reads them all (chapters), the same objects.
+_LOADED: dict[str, Chapter] = {}      # notebook path -> chapter (library validators left to `check`)
+_CLAIMS_CHECKED: set[str] = set()     # chapters whose claims were checked against their notebook
+_BOOK: dict[str, dict[str, Chapter]] = {}
 
 
 def chapters() -> dict[str, Chapter]:
-    """Every chapter of the book, by id, in reading order (cached for the process)."""
-    return _discovered(str(REPO_ROOT))
+    """Every chapter of the book, by id, in reading order (read once per process; :func:`discover`, without the
+    library's validators of the declarations' presets)."""
+    if "book" not in _BOOK:
+        _BOOK["book"] = discover(REPO_ROOT, library=False, loaded=_LOADED)
+        _CLAIMS_CHECKED.update(_BOOK["book"])
+    return _BOOK["book"]
+
+
+def chapter_sources(root: Path = REPO_ROOT) -> dict[str, Path]:
+    """The notebook of every executable chapter of ``_toc.yml``, by id, in reading order, without reading any
+    declaration (the table of contents and each listed file's first lines only; once per process)."""
+    return dict(_chapter_sources(str(root)))
+
+
+@lru_cache(maxsize=None)
+def _chapter_sources(root: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for entry in toc_files(Path(root)):
+        try:
+            path = source_path(entry, Path(root))
+        except FileNotFoundError:
+            continue
+        if is_notebook(path):
+            found.setdefault(path.stem, path)
+    return found
 
 
 def get_chapter(chapter_id: str) -> Chapter:
-    book = chapters()
-    if chapter_id not in book:
-        raise ParameterError(f"unknown chapter {chapter_id!r}{suggest(chapter_id, book)}; chapters: {', '.join(book)}")
-    return book[chapter_id]
+    """One chapter of the book by id, reading its declaration alone (unless the whole book was read);
+    ParameterError for an id the table of contents does not list, with the closest one."""
+    if "book" in _BOOK:
+        book = _BOOK["book"]
+        if chapter_id not in book:
+            raise ParameterError(f"unknown chapter {chapter_id!r}{suggest(chapter_id, book)}; chapters: "
+                                 f"{', '.join(book)}")
+        return book[chapter_id]
+    sources = chapter_sources()
+    if chapter_id not in sources:
+        raise ParameterError(f"unknown chapter {chapter_id!r}{suggest(chapter_id, sources)}; chapters: "
+                             f"{', '.join(sources)}")
+    path = sources[chapter_id]
+    if str(path) not in _LOADED:
+        _LOADED[str(path)] = load_chapter(path, REPO_ROOT, library=False)
+    chapter = _LOADED[str(path)]
+    if chapter.id not in _CLAIMS_CHECKED:
+        problems = claim_problems(chapter)
+        if problems:
+            raise ChapterDeclarationError(f"{chapter.path} and {chapter.declaration} do not agree:\n  - "
+                                          + "\n  - ".join(problems))
+        _CLAIMS_CHECKED.add(chapter.id)
+    return chapter
 
 
 def all_claims() -> list[Claim]:
@@ -713,6 +839,12 @@ def all_claims() -> list[Claim]:
 
 
 def get_claim(claim_id: str) -> Claim:
+    """A claim by id, read from its chapter's declaration (a claim's id starts with its chapter's)."""
+    chapter_id = claim_id.partition(".")[0]
+    if chapter_id in chapter_sources():
+        for claim in get_chapter(chapter_id).claims:
+            if claim.id == claim_id:
+                return claim
     claims = {c.id: c for c in all_claims()}
     if claim_id not in claims:
         raise KeyError(f"unknown claim {claim_id!r}{suggest(claim_id, claims)}; claims: {', '.join(sorted(claims))}")

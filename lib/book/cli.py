@@ -16,23 +16,26 @@
 
 Every value is checked against the chapter's declaration before any kernel starts; a bad
 value or name exits with status 2 and one line naming the parameter, what is allowed and
-what was given.
+what was given. A command reads only the declarations it needs (``run modes`` reads one;
+``list``, ``report`` and ``check`` the book's), and nothing heavy is imported before a
+command needs it, so that a refusal comes within a second.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
-from .chapters import ChapterDeclarationError, chapters
+from .chapters import ChapterDeclarationError, chapter_sources, chapters, discover
 from .costs import heavy_steps, named_gpu, plan_lines, this_device
 from .pages import BUILD_DIR, build_html
 from .parameters import ParameterError, parse_cli_value
 from .records import records_dir
-from .reference import REFERENCE_DIR, ReferenceError, accept, compare
+from .reference import REFERENCE_DIR, ReferenceError, accept, compare, records_folder_problem
 from .report import SEED_FOLDER, collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table
-from .runner import ChapterInterrupted, book_chapters, execute, find_chapter, plan
+from .runner import ChapterInterrupted, book_chapters, check_parameters, execute, find_chapter, plan
 
 PROG = "lowrank-book"
 # exit status: 1 a chapter failed while running; 2 a bad command line (argparse's status too), a name or value
@@ -111,27 +114,47 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def parameters_given(args: argparse.Namespace) -> dict | None:
-    """The reader's ``-p NAME VALUE`` values and ``--profile`` of a ``run`` or ``plan``; None, after saying why,
-    when the command names no chapter (and no ``--all``)."""
+def parameters_given(args: argparse.Namespace) -> dict:
+    """The reader's ``-p NAME VALUE`` values and ``--profile`` of a ``run`` or ``plan``; ParameterError when the
+    command names no chapter (and no ``--all``) or gives a parameter twice."""
     if not args.chapters and not args.all:
-        print("error: name at least one chapter (or --all); `lowrank-book list` shows them", file=sys.stderr)
-        return None
+        raise ParameterError("name at least one chapter (or --all); `lowrank-book list` shows them")
+    names = [name for name, _ in args.parameter]
+    for name in names:
+        if names.count(name) > 1:
+            values = ", ".join(v for n, v in args.parameter if n == name)
+            raise ParameterError(f"-p {name}: each parameter once; got it {names.count(name)} times ({values})")
     given = {name: parse_cli_value(value) for name, value in args.parameter}
     if args.profile is not None:
+        if "profile" in given:
+            raise ParameterError(f"--profile and -p profile: give the profile once; got --profile {args.profile} "
+                                 f"and -p profile {given['profile']}")
         given["profile"] = args.profile
     return given
 
 
+def out_folder_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot be the run's output folder (a file; under a file; a place this user cannot write),
+    or None."""
+    if out.exists() and not out.is_dir():
+        return f"{str(out)!r} is a file"
+    above = out.absolute()
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        return f"{str(above)!r}, on its path, is a file"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f"this user cannot write in {str(above)!r}"
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
-    given = parameters_given(args)
-    if given is None:
-        return USAGE
     try:
+        given = parameters_given(args)
         if args.timeout is not None and args.timeout <= 0:
             raise ParameterError(f"--timeout: allowed values are seconds > 0 (a per-cell limit); got {args.timeout}")
-        if args.out is not None and args.out.exists() and not args.out.is_dir():
-            raise ParameterError(f"--out: allowed values are a folder (existing or new); {str(args.out)!r} is a file")
+        if args.out is not None and (why := out_folder_problem(args.out)):
+            raise ParameterError(f"--out: allowed values are a folder (existing or new); {why}")
         seeds = None
         if args.seeds is not None:
             seeds = parse_seeds(args.seeds)
@@ -144,6 +167,9 @@ def _run(args: argparse.Namespace) -> int:
                                  f"(got profile {given.get('profile', 'ci')!r})")
         plans = plan(args.chapters, {**given, **({"seed": seeds[0]} if seeds else {})}, every=args.all,
                      smoke=args.smoke)
+        if seeds is not None:  # every seed is checked before the first one runs (a seed's rule is its bounds)
+            for chapter, mine in plans:
+                check_parameters(chapter, {**mine, "seed": max(seeds)})
     except (ParameterError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return USAGE
@@ -191,6 +217,9 @@ def _verdict_line(r) -> str:
 
 def _report(records: Path | None, markdown: Path | None = None) -> int:
     try:
+        if markdown is not None and not Path(markdown).expanduser().absolute().parent.is_dir():
+            raise FileNotFoundError(f"--markdown: allowed values are a file in an existing folder; "
+                                    f"{str(Path(markdown).parent)!r} is not a folder")
         if records is not None and seed_folders(records):
             per_seed = collect_seeds(records)
             rows = seeds_table(per_seed)
@@ -208,6 +237,10 @@ def _report(records: Path | None, markdown: Path | None = None) -> int:
         if markdown:
             raise FileNotFoundError("--markdown writes the seeds table of a `run --seeds` folder; "
                                     f"{str(records)!r} holds no seed-<k> folders")
+        why = records_folder_problem(records if records is not None else records_dir())
+        if why:
+            raise FileNotFoundError(f"{why}; `lowrank-book run CHAPTER --out DIR` writes records to DIR/records"
+                                    + ("" if records is not None else " (or run without --out for _build/records)"))
         results, _ = collect(records)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -231,10 +264,8 @@ def _chapter_ran(result, results) -> bool:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    given = parameters_given(args)
-    if given is None:
-        return USAGE
     try:
+        given = parameters_given(args)
         if args.smoke and given.get("profile") != "paper":
             raise ParameterError("--smoke plans the paper profile at small sizes: give --profile paper")
         if args.gpu and (args.gpu[0] <= 0 or args.gpu[1] <= 0):
@@ -279,7 +310,7 @@ def _diff(args: argparse.Namespace) -> int:
     reference = args.reference or REFERENCE_DIR
     try:
         if args.accept:
-            written = accept(records, reference, chapters_expected=list(chapters()))
+            written = accept(records, reference, chapters_expected=list(chapter_sources()))
             print(f"[diff] the reference in {reference} now holds the records and figures of {len(written)} "
                   f"chapters from {records}; commit it to publish")
             return 0
@@ -318,18 +349,26 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 def _main(argv: list[str] | None, prog: str) -> int:
     args = _parser(prog).parse_args(argv)
     try:
-        book = chapters()  # every command needs a book whose parts agree
-    except ChapterDeclarationError as err:
+        return _command(args)
+    except ChapterDeclarationError as err:  # a declaration the command read disagrees with its notebook
         print(f"error: {err}", file=sys.stderr)
         return 1
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The command, reading only the declarations it needs: ``list``, ``check`` and ``build`` the whole book
+    (``check`` with the validators the declarations name in the library), ``run`` and ``plan`` the chapters
+    they name, ``report`` every claim, ``diff`` the chapters it compares."""
     if args.command == "list":
         _list()
         return 0
     if args.command == "check":
+        book = discover()
         claims = sum(len(c.claims) for c in book.values())
         print(f"the book agrees with itself: {len(book)} chapters, {claims} claims, every claim's record written")
         return 0
     if args.command == "build":
+        chapters()  # the book's parts agree before it is built
         return _build()
     if args.command == "report":
         return _report(args.records, args.markdown)

@@ -153,8 +153,12 @@ class Param:
             parts.append("or None (the profile's preset)")
         return " ".join(parts)
 
-    def check(self, value: Any) -> Any:
-        """Return ``value`` (an int is accepted for a float) or raise :class:`ParameterError`."""
+    def check(self, value: Any, *, library: bool = True) -> Any:
+        """Return ``value`` (an int is accepted for a float) or raise :class:`ParameterError`.
+
+        ``library=False`` leaves out a ``validate`` that names a library function (:func:`named_function`:
+        importing it may take seconds), for reading a declaration's own presets cheaply; a reader's
+        value is always checked in full."""
         if value is None:
             if self.allow_none:
                 return None
@@ -177,7 +181,8 @@ class Param:
                        if all(isinstance(i, str) for i in self.item_allowed) else "")
         if self.shape is not None and (reason := self.shape.problem(value)) is not None:
             self._fail(value, f": {reason}")
-        if self.validate is not None and (reason := self.validate(value)):
+        if self.validate is not None and (library or not is_named(self.validate)) \
+                and (reason := self.validate(value)):
             self._fail(value, f": {reason}")
         return value
 
@@ -271,9 +276,10 @@ class ParamSpec:
         raise ParameterError(f"unknown parameter {name!r}; this chapter's parameters are: {', '.join(self.names)}"
                              f"{suggest(name, self.names)}")
 
-    def check(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Check every given value; unknown names are errors that list the known ones."""
-        return {name: self[name].check(value) for name, value in values.items()}
+    def check(self, values: dict[str, Any], *, library: bool = True) -> dict[str, Any]:
+        """Check every given value; unknown names are errors that list the known ones (``library``: see
+        :meth:`Param.check`)."""
+        return {name: self[name].check(value, library=library) for name, value in values.items()}
 
     def preflight(self, values: dict[str, Any]) -> None:
         """Check that this machine can run ``values`` (:meth:`Param.preflight` of each)."""
@@ -299,7 +305,13 @@ def named_function(spec: str, role: str = "validate") -> Callable[..., Any]:
         return function(*args)
 
     call.__qualname__ = str(spec)
+    call.named = str(spec)
     return call
+
+
+def is_named(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is a library function named by a declaration (:func:`named_function`)."""
+    return bool(getattr(function, "named", None))
 
 
 def named_validator(spec: str) -> Callable[[Any], str | None]:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import chapters
+from .chapters import Chapter, chapter_sources, get_chapter
 from .tolerance import FIGURE_RMS, FLOAT_RTOL, ROUNDOFF, SE_K, Tolerance  # noqa: F401  (their home; kept importable here)
 
 REFERENCE_DIR = REPO_ROOT / "reference" / "ci"
@@ -120,6 +120,8 @@ def read_folder(directory: Path | str, what: str) -> dict[str, dict]:
     a record that is not valid JSON of the runner's shape.
     """
     directory = Path(directory)
+    if directory.is_file():
+        raise ReferenceError(f"{what} folder {str(directory)!r} is a file, not a folder of chapter records")
     if not directory.is_dir():
         raise ReferenceError(f"{what} folder {str(directory)!r} does not exist")
     records = {}
@@ -136,6 +138,25 @@ def read_folder(directory: Path | str, what: str) -> dict[str, dict]:
     return records
 
 
+def records_folder_problem(directory: Path | str | None) -> str | None:
+    """Why ``directory`` (or the ``records/`` of a ``run --out`` folder) holds no run the book can report on, or
+    None: it does not exist, is a file, holds no record (``<chapter>.json``), a corrupt one, or records of no
+    chapter of the book. The check of ``lowrank-book report --records`` and of the report chapter's
+    ``records_dir`` (its ``validate:``; ``''``, the book's own records, passes), before any work."""
+    if directory is None or str(directory) == "":
+        return None
+    folder = run_folder(directory)
+    try:
+        records = read_folder(folder, "records")
+    except ReferenceError as err:
+        return str(err)
+    book = chapter_sources()
+    if not set(records) & set(book):
+        return (f"records folder {str(folder)!r} holds records of {', '.join(sorted(records))}, none of them a "
+                f"chapter of the book ({', '.join(book)})")
+    return None
+
+
 def figure_files(directory: Path, chapter: str) -> dict[str, Path]:
     folder = Path(directory) / "figures" / chapter
     return {p.stem: p for p in sorted(folder.glob("*.png"))} if folder.is_dir() else {}
@@ -143,10 +164,15 @@ def figure_files(directory: Path, chapter: str) -> dict[str, Path]:
 
 # --- tolerances ----------------------------------------------------------------------------------
 
+def _declared(chapter: str) -> Chapter | None:
+    """The book's chapter of that id (its declaration alone is read), or None if the book has none."""
+    return get_chapter(chapter) if chapter in chapter_sources() else None
+
+
 def declared_tolerances(chapter: str) -> tuple[dict[str, Tolerance], dict[str, float]]:
     """The chapter's overrides (its declaration's ``reference:``): record patterns → Tolerance,
     figure patterns → RMS. Empty for a chapter the book does not have."""
-    declared = chapters().get(chapter)
+    declared = _declared(chapter)
     if declared is None:
         return {}, {}
     return dict(declared.reference_values), dict(declared.reference_figures)
@@ -297,11 +323,18 @@ def compare(records: Path | str, reference: Path | str = REFERENCE_DIR, *, exclu
     chapters in ``exclude`` (the report, whose own record is still being written when it compares).
 
     Raises :class:`ReferenceError` when the two cannot be compared: a missing folder, no
-    records, corrupt JSON, a run of another profile than the reference's.
+    records, corrupt JSON, a run of another profile than the reference's, an incomplete run, or no
+    chapter in both (a chapter of the run that the reference lacks is a difference when others are
+    compared).
     """
     records, reference = run_folder(records), Path(reference)
     run = {c: d for c, d in read_folder(records, "records").items() if c not in exclude}
     ref = {c: d for c, d in read_folder(reference, "reference").items() if c not in exclude}
+    if not set(run) & set(ref):
+        raise ReferenceError(f"no chapter to compare: this run's records ({str(records)!r}) are of "
+                             f"{', '.join(sorted(run)) or 'no chapter'}, the reference's ({str(reference)!r}) of "
+                             f"{', '.join(sorted(ref)) or 'no chapter'}; compare a run with a reference of its "
+                             "chapters (--reference DIR)")
     for chapter, data in run.items():
         if data["meta"].get("incomplete"):
             raise ReferenceError(f"{chapter}: this run's record is incomplete ({data['meta']['incomplete']}); "
@@ -309,7 +342,8 @@ def compare(records: Path | str, reference: Path | str = REFERENCE_DIR, *, exclu
     comparison = Comparison()
     for chapter in sorted(run):
         if chapter not in ref:
-            comparison.differences.append(Difference(chapter, "chapter", "—", "ran", "in the reference"))
+            comparison.differences.append(Difference(chapter, "chapter", "—", "ran", "present in both (a new "
+                                                     "chapter: accept it into the reference)"))
             continue
         ref_profile, run_profile = ref[chapter]["meta"].get("profile"), run[chapter]["meta"].get("profile")
         if ref_profile != run_profile:

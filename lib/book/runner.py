@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import REPO_ROOT
-from .chapters import PATH_PARAMETERS, Chapter, chapters, get_chapter, read_notebook as read_source, record_section
+from .chapters import (NAMES_NOT_PATHS, PATH_PARAMETERS, Chapter, chapter_sources, chapters, get_chapter,
+                       read_notebook as read_source, record_section)
 from .claims import Result, evaluate
 from .costs import DoesNotFit, check_fits, heavy_steps, this_device
 from .pages import executed_path
@@ -64,15 +65,12 @@ class ChapterRun:
 
 
 def find_chapter(ref: str) -> Chapter:
-    """A chapter by id (``intro``) or by source path (``chapters/intro.md``)."""
-    book = chapters()
-    if ref in book:
-        return book[ref]
-    path = Path(ref).resolve()
-    for chapter in book.values():
-        if (REPO_ROOT / chapter.path).resolve() == path:
-            return chapter
-    return get_chapter(ref)  # raises: unknown chapter, with the closest id and the list
+    """A chapter by id (``intro``) or by source path (``chapters/intro.md``), reading its declaration alone."""
+    sources = chapter_sources()
+    if ref not in sources:
+        path = Path(ref).resolve()
+        ref = next((chapter_id for chapter_id, source in sources.items() if source.resolve() == path), ref)
+    return get_chapter(ref)  # raises for an unknown chapter, with the closest id and the list
 
 
 def book_chapters() -> list[Chapter]:
@@ -98,9 +96,12 @@ def check_parameters(chapter: Chapter, given: dict[str, Any]) -> dict[str, Any]:
 
 def absolute_paths(given: dict[str, Any]) -> dict[str, Any]:
     """``given`` with relative local paths of :data:`PATH_PARAMETERS` made absolute:
-    the kernel runs in the chapter's folder, the reader meant their own working directory."""
+    the kernel runs in the chapter's folder, the reader meant their own working directory. A name
+    (``default``, ``byte``, ``suite``, ``hf:...``, ``bpe:...``) and an empty value (never ``.``) stay as
+    they are, for the parameter's own check."""
     def fix(name: str, value: Any) -> Any:
-        if name in PATH_PARAMETERS and isinstance(value, str) and not value.startswith(("hf:", "bpe:")):
+        if name in PATH_PARAMETERS and isinstance(value, str) and value.strip() \
+                and not value.startswith(("hf:", "bpe:")) and value not in NAMES_NOT_PATHS:
             path = Path(value).expanduser()
             if not path.is_absolute() and path.exists():
                 return str(path.resolve())
@@ -279,7 +280,7 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
         interrupted = isinstance(err, KeyboardInterrupt) or getattr(err, "ename", None) == "KeyboardInterrupt"
         where = stopped_at(chapter, rec_dir)
         mark_incomplete(rec_dir, chapter.id, f"{'interrupted' if interrupted else 'failed'} {where}",
-                        time.perf_counter() - start)
+                        time.perf_counter() - start, resolved, given)
         if interrupted:
             raise ChapterInterrupted(f"{chapter.id}: interrupted {where}; its record is marked incomplete, and a "
                                      "rerun resumes from the cache") from None
@@ -321,11 +322,20 @@ def stopped_at(chapter: Chapter, rec_dir: Path) -> str:
     return f"in § {section} (after recording {last!r})" if section else f"after recording {last!r}"
 
 
-def mark_incomplete(rec_dir: Path, chapter_id: str, why: str, wall: float) -> None:
-    """Mark the chapter's record incomplete (``meta.incomplete``: why), so no report or test counts its claims."""
+def mark_incomplete(rec_dir: Path, chapter_id: str, why: str, wall: float, values: dict[str, Any] | None = None,
+                    given: dict[str, Any] | None = None) -> None:
+    """Mark the chapter's record incomplete (``meta.incomplete``: why), so no report or test counts its claims.
+
+    A run stopped before the chapter's first cell wrote its record (Ctrl-C while the kernel starts, a failure
+    in ``setup``) still leaves one: no values, the run's profile, parameters (``values``, resolved) and seed
+    as the runner checked them, and why it is incomplete, so that the report says "incomplete", not "not run".
+    """
     records = load_records(chapter_id, rec_dir)
     if records is None:
-        return
+        values = dict(values or {})
+        records = {"chapter": chapter_id, "values": {}, "meta": {
+            "profile": values.get("profile"), "parameters": values, "seed": values.get("seed"),
+            "parameters_given": dict(given or {}), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}}
     records["meta"].update(incomplete=why, wall_s=round(wall, 2))
     _write_json(rec_dir / f"{chapter_id}.json", records)
 
@@ -338,7 +348,12 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
     that no chapter has is an error. With ``smoke``, each chapter's ``smoke`` presets are given too
     (values the reader gave win), and a chapter that declares none is refused.
     """
+    if every and refs:
+        raise ParameterError(f"--all runs every chapter; name chapters ({', '.join(refs)}) or give --all, not both")
     selected = book_chapters() if every else [find_chapter(ref) for ref in refs]
+    twice = sorted({c.id for c in selected if sum(c is d for d in selected) > 1})
+    if twice:
+        raise ParameterError(f"chapters: each chapter once; {', '.join(twice)} named twice")
     if every:
         names = sorted({n for c in selected for n in c.spec.names})
         unknown = [k for k in given if k not in names]
@@ -358,7 +373,10 @@ def plan(refs: list[str], given: dict[str, Any], *, every: bool = False,
 
 def fits_the_device(chapter: Chapter, values: dict[str, Any]) -> None:
     """Refuse (ParameterError) a run whose largest heavy step cannot fit the device's memory, before any work."""
-    steps = heavy_steps(chapter, values)
+    try:
+        steps = heavy_steps(chapter, values)
+    except (ValueError, OSError) as err:  # a model or tokenizer that cannot be read here (its config, its files)
+        raise ParameterError(f"{chapter.id}: its heavy steps cannot be sized for these parameters: {err}") from None
     if steps:
         try:
             check_fits(chapter.id, steps, this_device(values["device"], measure=False))

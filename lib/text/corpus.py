@@ -13,7 +13,16 @@ Sources, all reached through :func:`load_corpus`:
   :mod:`ast` (nothing is imported). Doctest examples are dropped so that the text is
   mostly prose. Same environment, same bytes: the corpus is reproducible byte for byte.
 * a local path -- a ``.txt``/``.md`` file (one document per blank-line-separated block)
-  or a folder (one document per ``.txt``/``.md`` file under it).
+  or a folder (one document per ``.txt``/``.md`` file under it). Every such file must be UTF-8
+  text: a binary file (a NUL byte) or one in another encoding (Latin-1, say) is *refused*, naming
+  the file, not skipped with a warning. A skipped file would silently change the corpus and every
+  number computed from it, and a warning would be lost in the kernel's log, which the runner keeps
+  quiet; a refusal says which file to convert or move out. Empty files of a folder add nothing and
+  are passed over; an empty file, and a folder with no non-empty ``.txt``/``.md`` file, are refused.
+  :func:`path_corpus_problem` is that rule as the check before a run (it reads at most
+  :data:`CHECK_PREFIX_BYTES` of each file, so it stays cheap; a chapter's ``corpus`` parameter is
+  checked with it before any kernel starts), and :func:`load_path_corpus` applies it to every
+  byte it reads, so a bad file past the checked prefix still stops the load, by name.
 * ``"hf:<dataset>"`` -- a Hugging Face hub dataset, streamed (needs a network).
 * names registered with :func:`register_source` by later chapters (synthetic corpora).
 
@@ -22,6 +31,7 @@ Expensive results (the default corpus, hub downloads) go through :func:`lib.book
 from __future__ import annotations
 
 import ast
+import codecs
 import hashlib
 import importlib.metadata
 import os
@@ -329,15 +339,98 @@ def _split_blocks(text: str) -> list[str]:
     return [b.strip("\n") for b in blocks if b.strip()]
 
 
-def _read_text(path: Path) -> str:
+#: The check before a run (:func:`path_corpus_problem`) reads a file up to this size whole, and of a larger
+#: file only its first this many bytes, so that it stays cheap on a folder of many or large files; the
+#: loader reads every file whole and applies the same rule to all of it.
+CHECK_PREFIX_BYTES = 16_384
+
+_UTF8 = "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8) or move it out of the corpus"
+
+
+def text_problem(data: bytes, complete: bool = True) -> str | None:
+    """Why ``data`` (a file's bytes; with ``complete=False`` only its first bytes) is not UTF-8 text, in words
+    that follow the file's name, or None. A NUL byte marks a binary file (text never holds one); a byte
+    sequence that is not UTF-8 an encoding such as Latin-1. A multi-byte character cut by the end of an
+    incomplete prefix is not a problem."""
+    nul = data.find(b"\0")
+    if nul >= 0:
+        return f"is binary, not text (a NUL byte at offset {nul})"
     try:
-        return path.read_text(encoding="utf-8")
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not valid UTF-8 text ({err})") from None
+        return f"is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); {_UTF8}"
+    return None
+
+
+def text_files(folder: Path) -> list[Path]:
+    """The ``.txt``/``.md`` files under ``folder`` (any depth), in the order of their relative paths."""
+    folder = Path(folder)
+    return sorted((p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in _TEXT_SUFFIXES),
+                  key=lambda p: p.relative_to(folder).as_posix())
+
+
+def _prefix(path: Path) -> tuple[bytes, bool]:
+    """The first :data:`CHECK_PREFIX_BYTES` of a file, and whether that is all of it."""
+    with open(path, "rb") as f:
+        data = f.read(CHECK_PREFIX_BYTES + 1)
+    return data[:CHECK_PREFIX_BYTES], len(data) <= CHECK_PREFIX_BYTES
+
+
+def path_corpus_problem(spec: str | os.PathLike) -> str | None:
+    """Why the local corpus ``spec`` (a ``.txt``/``.md`` file or a folder of them) cannot be read, or None:
+    the check a run makes before any work (a chapter's ``corpus`` parameter, through
+    :mod:`lib.book.chapters`), under the rule :func:`load_path_corpus` applies when it reads the files.
+
+    The rule: every ``.txt``/``.md`` file is UTF-8 text. A binary file (a NUL byte) or a file in
+    another encoding is refused, naming the file, rather than skipped: a skipped file would change the
+    corpus, and so every number computed from it, with nothing but a warning in the kernel's log (which
+    the runner keeps quiet) to say so. Empty files of a folder add nothing and are passed over; a folder
+    without a ``.txt``/``.md`` file, or with only empty ones, and an empty file are refused. Each file is
+    read up to :data:`CHECK_PREFIX_BYTES` here; the loader reads it whole and refuses what lies beyond.
+    """
+    path = Path(spec).expanduser()
+    if not path.exists():
+        return f"no such file or folder: {str(path.resolve())!r}"
+    if path.is_file():
+        data, complete = _prefix(path)
+        why = text_problem(data, complete)
+        if why is None and complete and not data.strip():
+            why = "is empty (no non-blank text)"
+        return None if why is None else f"the file {str(path)!r} {why}"
+    if not path.is_dir():
+        return f"{str(path)!r} is neither a file nor a folder"
+    files = text_files(path)
+    if not files:
+        return f"the folder {str(path)!r} holds no {' or '.join(_TEXT_SUFFIXES)} files"
+    bad, usable = [], 0
+    for f in files:
+        data, complete = _prefix(f)
+        why = text_problem(data, complete)
+        if why is not None:
+            bad.append(f"{str(f)!r} {why}")
+        elif not complete or data.strip():
+            usable += 1
+    if bad:
+        more = f" (and {len(bad) - 1} more of its {len(files)} files)" if len(bad) > 1 else ""
+        return f"in the folder {str(path)!r}, {bad[0]}{more}"
+    if not usable:
+        return f"the folder {str(path)!r} holds {len(files)} {'/'.join(_TEXT_SUFFIXES)} files, all empty"
+    return None
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, under :func:`path_corpus_problem`'s rule (ValueError naming the file otherwise)."""
+    data = path.read_bytes()
+    why = text_problem(data)
+    if why is not None:
+        raise ValueError(f"corpus file {str(path)!r} {why}")
+    return data.decode("utf-8")
 
 
 def load_path_corpus(path: str | os.PathLike) -> Corpus:
-    """A corpus from a local ``.txt``/``.md`` file (blank-line-separated blocks) or a folder of them."""
+    """A corpus from a local ``.txt``/``.md`` file (blank-line-separated blocks) or a folder of them (one
+    document per non-empty file). Every file must be UTF-8 text (:func:`path_corpus_problem`): one that is
+    not stops the load with a ValueError naming it, so a corpus never silently loses a file."""
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"corpus path {str(path)!r} does not exist")
@@ -350,8 +443,7 @@ def load_path_corpus(path: str | os.PathLike) -> Corpus:
                       description=f"blank-line-separated blocks of {path.name}",
                       provenance={"source": "file", "path": str(resolved), "n_documents": len(documents),
                                   "file_sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
-    files = sorted((p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in _TEXT_SUFFIXES),
-                   key=lambda p: p.relative_to(path).as_posix())
+    files = text_files(path)
     documents, titles = [], []
     for f in files:
         text = _read_text(f)
@@ -665,6 +757,7 @@ def load_corpus(source: str | os.PathLike = "default", **options) -> Corpus:
 
 
 __all__ = ["Corpus", "CorpusUnavailable", "SourceNotFound", "load_corpus", "load_path_corpus", "load_hf_corpus",
+           "path_corpus_problem", "text_problem", "text_files", "CHECK_PREFIX_BYTES",
            "build_pydocs_corpus", "register_source", "unregister_source", "available_sources",
            "drop_doctest_lines", "module_docstrings", "DEFAULT_PACKAGES", "HF_DEFAULT_MAX_BYTES", "offline_env",
            "hub_reachable", "is_network_error"]

@@ -249,3 +249,70 @@ def test_readme_lists_every_chapter_of_the_toc():
         if chapter.id in ("intro", "report"):
             continue
         assert re.search(re.escape(chapter.title), contents), chapter.title
+
+
+NAMED_VALIDATOR = DECLARATION.replace(
+    "  rate: {type: float, allowed: [0.1, 0.5], help: a rate}",
+    "  rate: {type: float, allowed: [0.1, 0.5], help: a rate}\n"
+    "  model: {type: str, validate: 'lib.book.chapters:hub_model_source_problem', help: a model}", 1).replace(
+    "  paper: {steps: 300}", "  paper: {steps: 300, model: /no/such/model/folder}", 1)
+
+
+def test_a_preset_breaking_a_named_validator_fails_the_book_check_not_a_list(tmp_path):
+    """The validators a declaration names in the library (``validate: lib.module:function``) are held to every
+    default and preset by ``discover()`` (``lowrank-book check``, the tests); the command line's ``list`` and
+    runs read the declarations without importing them (``library=False``), and still check a reader's value."""
+    write_book(tmp_path, declaration=NAMED_VALIDATOR, extra="steps = None\nrate = 0.1\nmodel = 'suite'")
+    with pytest.raises(ChapterDeclarationError, match=r"chapters/alpha.yml: preset paper.model: parameter 'model'"
+                                                      r".*no such folder"):
+        discover(tmp_path)
+    alpha = discover(tmp_path, library=False)["alpha"]
+    with pytest.raises(ParameterError, match="parameter 'model'"):
+        alpha.resolve({"model": "/no/such/model/folder"})  # a reader's value: checked in full
+
+
+def test_the_real_book_passes_the_library_validators_too():
+    """What `lowrank-book check` runs: every default and preset against every validator the declarations name."""
+    book = discover(REPO_ROOT)
+    assert list(book) == list(chapters())
+
+
+def test_a_run_of_one_chapter_reads_one_declaration():
+    """`run modes` reads modes.yml alone (and the table of contents), imports none of the library's
+    validators, torch or matplotlib; the book read later is made of the same chapter objects."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from lib.book import chapters as c\n"
+            "from lib.book.runner import find_chapter\n"
+            "modes = find_chapter('chapters/modes.md')\n"
+            "assert find_chapter('modes') is modes\n"
+            "print(sorted(c.Path(path).name for path in c._LOADED))  # the declarations read so far\n"
+            "print(sorted(m for m in ('torch', 'matplotlib', 'scipy', 'transformers', 'papermill', 'lib.modes')"
+            " if m in sys.modules))\n"
+            "print(c.chapters()['modes'] is modes)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["['modes.md']", "[]", "True"], out.stdout
+    with pytest.raises(ParameterError, match=r"unknown chapter 'modse' \(did you mean 'modes'\?\)"):
+        __import__("lib.book.runner", fromlist=["find_chapter"]).find_chapter("modse")
+
+
+def test_local_model_and_tokenizer_folders_are_checked_for_what_they_hold(tmp_path):
+    from lib.book.chapters import hub_model_source_problem, tokenizer_folder_problem
+
+    for fine in ("suite", "EleutherAI/pythia-70m", "gpt2"):
+        assert hub_model_source_problem(fine) is None, fine
+    assert "no such folder" in hub_model_source_problem(str(tmp_path / "nope"))
+    assert "no such folder" in hub_model_source_problem("./nope")
+    assert hub_model_source_problem("") == "an empty name"
+    (tmp_path / "model" / "step0").mkdir(parents=True)
+    assert "holds no revision of a model" in hub_model_source_problem(str(tmp_path / "model"))
+    (tmp_path / "model" / "step0" / "config.json").write_text("{}")
+    assert hub_model_source_problem(str(tmp_path / "model")) is None
+    (tmp_path / "tok").mkdir()
+    assert "holds no tokenizer" in tokenizer_folder_problem(str(tmp_path / "tok"))
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    assert tokenizer_folder_problem(str(tmp_path / "tok")) is None
+    assert "is a file" in tokenizer_folder_problem(str(tmp_path / "tok" / "tokenizer.json"))

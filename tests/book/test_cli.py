@@ -64,6 +64,150 @@ def test_cli_refuses_before_running(args, message, tmp_path):
     assert "executing" not in proc.stdout + proc.stderr
 
 
+def wrong_inputs(tmp: Path) -> dict[str, Path]:
+    """Folders and files a researcher might pass by mistake."""
+    made = {}
+    for name in ("empty", "binary", "latin1", "blank", "model", "tok", "records"):
+        made[name] = tmp / name
+        made[name].mkdir(parents=True)
+    (made["binary"] / "data.txt").write_bytes(b"PK\x03\x04\0\0binary")
+    (made["latin1"] / "good.txt").write_text("Some text.\n")
+    (made["latin1"] / "notes.txt").write_bytes("café au lait\n".encode("latin-1"))
+    (made["blank"] / "a.txt").write_text("\n\n")
+    (made["model"] / "x.json").write_text("{}")
+    (made["tok"] / "README").write_text("not a tokenizer")
+    made["file"] = tmp / "a-file"
+    made["file"].write_text("")
+    return made
+
+
+WRONG_RUNS = [  # (arguments with {name} for wrong_inputs' paths, the refusal's words)
+    (["modes", "-p", "corpus", "{empty}"], "parameter 'corpus': allowed values are 'default', a local .txt/.md file "
+                                          "or folder, or 'hf:<dataset>'"),
+    (["modes", "-p", "corpus", "{empty}"], "holds no .txt or .md files"),
+    (["modes", "-p", "corpus", "{binary}"], "data.txt' is binary, not text (a NUL byte at offset 4)"),
+    (["modes", "-p", "corpus", "{latin1}"], "notes.txt' is not UTF-8 text (byte 0xe9 at offset 3)"),
+    (["modes", "-p", "corpus", "{blank}"], "holds 1 .txt/.md files, all empty"),
+    (["modes", "-p", "corpus", "{file}"], "is empty (no non-blank text)"),
+    (["modes", "-p", "corpus", ""], "got '' (str): an empty name"),
+    (["logit_rank", "-p", "hub_model", "/no/such/folder"], "parameter 'hub_model'"),
+    (["logit_rank", "-p", "hub_model", "/no/such/folder"], "not 'suite' or a hub name 'org/name', and no such folder"),
+    (["lenses", "-p", "hub_model", "{model}"], "holds no revision of a model"),
+    (["intro", "-p", "tokenizer", "{tok}"], "holds no tokenizer (none of tokenizer.json"),
+    (["intro", "-p", "tokenizer", "hf:{tok}"], "holds no tokenizer"),
+    (["intro", "-p", "tokenizer", ""], "got '' (str): an empty name"),
+    (["modes", "-p", "device", "cuda:7"], "parameter 'device': allowed values are one of 'auto', 'cpu', 'cuda'; got "
+                                          "'cuda:7' (str) (did you mean 'cuda'?)"),
+    (["modes", "--seeds", "-1"], "--seeds: allowed values are comma-separated integers >= 0"),
+    (["hilbert", "--seeds", "0,4294967296"], "parameter 'seed': allowed values are int >= 0 <= 4294967295"),
+    (["modes", "-p", "seed", "3", "-p", "seed", "4"], "-p seed: each parameter once; got it 2 times (3, 4)"),
+    (["modes", "--profile", "ci", "-p", "profile", "paper"], "--profile and -p profile: give the profile once"),
+    (["modes", "hilbert", "modes"], "chapters: each chapter once; modes named twice"),
+    (["--all", "modes"], "--all runs every chapter; name chapters (modes) or give --all, not both"),
+    (["report", "-p", "records_dir", "{empty}"], "parameter 'records_dir'"),
+    (["report", "-p", "records_dir", "{empty}"], "holds no chapter records"),
+]
+
+
+@pytest.mark.parametrize("args, message", WRONG_RUNS, ids=[" ".join(a) for a, _ in WRONG_RUNS])
+def test_wrong_inputs_are_refused_before_any_kernel_starts(args, message, tmp_path):
+    """Inputs a researcher plausibly types by mistake: exit status 2, one line (the parameter, what is allowed,
+    what was given), before any kernel starts and before anything is written."""
+    made = wrong_inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    proc, _ = run_cli("run", *[a.format(**made) for a in args], "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message.format(**made) in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not out.exists() and "executing" not in proc.stdout + proc.stderr
+
+
+def test_out_under_a_file_and_a_run_without_a_chapter_are_refused(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    proc, _ = run_cli("run", "modes", "--out", str(tmp_path / "a-file" / "sub"))
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"error: --out: allowed values are a folder (existing or new); {str(tmp_path / 'a-file')!r}, on its path, "
+        "is a file")
+    proc, _ = run_cli("run", "--seeds", "0,1")
+    assert proc.returncode == 2 and "name at least one chapter (or --all)" in proc.stderr
+
+
+def test_report_and_diff_refuse_a_folder_without_records_of_the_book(tmp_path):
+    """`report --records` on an empty folder, a file or records of no chapter of the book: exit 2 and one line
+    (it said "0 claims" with exit 0); `diff` likewise."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "zz.json").write_text(json.dumps({"chapter": "zz", "values": {}, "meta": {}}))
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "hilbert.json").write_text('{"values": ')
+    for folder, message in (("empty", "holds no chapter records (<chapter>.json)"),
+                            ("a-file", "is a file, not a folder of chapter records"),
+                            ("foreign", "holds records of zz, none of them a chapter of the book (intro, "),
+                            ("corrupt", "is not valid JSON"), ("nowhere", "does not exist")):
+        for command in ("report", "diff"):
+            if (command, folder) == ("diff", "foreign"):  # the reference has none of its chapters
+                message = "no chapter to compare: this run's records"
+            proc, _ = run_cli(command, "--records", str(tmp_path / folder))
+            assert proc.returncode == 2, (command, folder, proc.stdout, proc.stderr)
+            assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (command, proc.stderr)
+
+
+def test_an_interrupt_before_the_first_record_leaves_the_incomplete_record_it_promises(tmp_path, monkeypatch):
+    """Ctrl-C while the kernel starts (before the chapter's first record; simulated: papermill raises
+    KeyboardInterrupt) writes the record the message promises, marked incomplete, so the report says
+    "incomplete" for every claim instead of "not run"; a failure there leaves one too, saying "failed"."""
+    import papermill
+
+    from lib.book.claims import INCOMPLETE, evaluate
+    from lib.book.records import load_records
+    from lib.book.runner import ChapterInterrupted, execute
+
+    hilbert = find_chapter("hilbert")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    with pytest.raises(ChapterInterrupted, match="hilbert: interrupted before its first record; its record is marked "
+                                                 "incomplete"):
+        execute(hilbert, {"seed": 3}, out_dir=tmp_path / "run")
+    record = load_records("hilbert", tmp_path / "run" / "records")
+    assert record is not None and record["values"] == {}
+    meta = record["meta"]
+    assert meta["incomplete"] == "interrupted before its first record" and "finished" not in meta
+    assert meta["profile"] == "ci" and meta["seed"] == 3 and meta["parameters_given"] == {"seed": 3}
+    assert {evaluate(c, record).status for c in hilbert.claims} == {INCOMPLETE}
+    proc, _ = run_cli("report", "--records", str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == len(hilbert.claims) and all(line.startswith("[incomplete] hilbert.") for line in lines)
+
+    def failed(*args, **kwargs):
+        raise RuntimeError("the kernel died")
+
+    monkeypatch.setattr(papermill, "execute_notebook", failed)
+    with pytest.raises(RuntimeError, match="the kernel died"):
+        execute(hilbert, {}, out_dir=tmp_path / "failed")
+    assert load_records("hilbert", tmp_path / "failed" / "records")["meta"]["incomplete"] == \
+        "failed before its first record"
+
+
+def test_list_and_a_refusal_start_within_2_s_of_cpu():
+    """`list` reads every declaration and `run modes --seeds -1` none, and neither imports the library's
+    validators, torch or matplotlib: both within 2 s of CPU time (about 1.1 and 0.4 s on the 2-core build
+    machine while it ran other work; 5.2 and 5.0 s when every command read and checked the whole book)."""
+    import resource
+
+    for args, status in ((["list"], 0), (["run", "modes", "--seeds", "-1"], 2)):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc, _ = run_cli(*args)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        assert proc.returncode == status, proc.stderr
+        assert cpu < 2.0, (args, cpu)
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_out_naming_a_file_is_refused_before_running(tmp_path):
     target = tmp_path / "a-file"
@@ -89,7 +233,9 @@ def test_good_values_pass_the_same_checks(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     (tmp_path / "texts").mkdir()
     (tmp_path / "texts" / "a.txt").write_text("Some text.\n")
+    (tmp_path / "texts" / "empty.md").write_text("")  # passed over beside a file with text
     (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")  # what save_pretrained writes (its contents: the kernel's)
     intro, modes, hilbert = (chapters()[c] for c in ("intro", "modes", "hilbert"))
     for good in ({"seed": 1}, {"profile": "paper"}, {"train_steps": 1}, {"model_sizes": ["p-small"]},
                  {"tokenizer": "bpe:4096"}, {"tokenizer": "byte"}, {"tokenizer": "hf:EleutherAI/pythia-70m"},

@@ -191,3 +191,42 @@ def test_a_declared_validator_is_a_lib_function_by_name():
         named_validator("os:system")
     with pytest.raises(ValueError, match="is not a function"):
         named_validator("lib.book.parameters:NO_SUCH")(1)
+
+
+def test_increasing_means_strictly_increasing_without_unique():
+    """``increasing`` alone (no ``unique`` to catch a repeat first) refuses equal neighbours: [1, 1, 2] is not
+    increasing, as [2, 1] is not; [1, 2, 3] is. Both the list's shape and a parameter with that shape."""
+    from lib.book.parameters import Shape
+
+    shape = Shape(list, increasing=True, items=Shape(int))
+    assert shape.problem([1, 2, 3]) is None and shape.problem([5]) is None and shape.problem([]) is None
+    for bad in ([1, 1, 2], [2, 1], [1, 2, 2]):
+        assert shape.problem(bad) == "the items are not increasing", bad
+    lengths = Param("history_lengths", list, None, shape=shape, allow_none=True)
+    assert lengths.check([1, 2, 3]) == [1, 2, 3]
+    for bad in ([1, 1, 2], [2, 1]):
+        with pytest.raises(ParameterError, match=r"parameter 'history_lengths'.*the items are not increasing"):
+            lengths.check(bad)
+    floats = Shape(list, increasing=True, items=Shape(float))
+    assert floats.problem([0.1, 0.2]) is None and floats.problem([0.1, 0.1]) == "the items are not increasing"
+
+
+def test_a_named_validator_can_be_left_to_the_book_check_and_a_local_one_cannot():
+    """``library=False`` (reading a declaration's own presets) skips a validator named as ``lib.module:function``,
+    whose module may take seconds to import; a validator written in lib.book, and a reader's value checked
+    by default, are never skipped."""
+    from lib.book.parameters import is_named, named_validator
+
+    named = named_validator("lib.book.chapters:hub_model_source_problem")
+    assert is_named(named) and not is_named(lambda v: None)
+    p = Param("hub_model", str, "suite", validate=named)
+    assert p.check("/no/such/model", library=False) == "/no/such/model"
+    with pytest.raises(ParameterError, match="parameter 'hub_model'.*no such folder"):
+        p.check("/no/such/model")
+    local = Param("spec", str, "a", validate=lambda v: None if v == "a" else "not a")
+    with pytest.raises(ParameterError, match="not a"):
+        local.check("b", library=False)
+    spec = ParamSpec((p,))
+    assert spec.check({"hub_model": "/no/such"}, library=False) == {"hub_model": "/no/such"}
+    with pytest.raises(ParameterError):
+        spec.check({"hub_model": "/no/such"})

@@ -241,3 +241,47 @@ def test_an_excluded_chapter_is_neither_compared_nor_refused_as_incomplete(tmp_p
         ref_module.compare(run, ref)
     done = ref_module.compare(run, ref, exclude=("report",))
     assert not done.differences and done.values == 5 and "report" not in done.not_run
+
+
+def test_a_timing_mark_on_either_side_leaves_the_value_out(tmp_path):
+    """A wall time marked ``timing`` in the reference only, or in the run only, is neither compared nor
+    counted: its values differ a hundredfold and nothing differs."""
+    plain = {"count": {"value": 92}, "wall": {"value": 10.0}}
+    marked = {"count": {"value": 92}, "wall": {"value": 1000.0, "timing": True}}
+    for reference, run, name in ((marked, plain, "the reference's"), (plain, marked, "the run's")):
+        comparison = ref.compare(_folder(tmp_path / f"run-{name}", run), _folder(tmp_path / f"ref-{name}", reference))
+        assert comparison.ok, (name, [d.line() for d in comparison.differences])
+        assert comparison.values == 1, name  # the count only
+    moved = ref.compare(_folder(tmp_path / "run", plain), _folder(tmp_path / "ref", {**plain, "wall": {"value": 20.0}}))
+    assert [d.what for d in moved.differences] == ["record 'wall'"]  # unmarked on both sides: compared
+
+
+def test_a_run_and_a_reference_without_a_chapter_in_common_cannot_be_compared(tmp_path):
+    """A modes-only run against a hilbert-only reference is refused (exit 2 on the command line), naming the
+    chapters of each side; a run with one chapter more than the reference still compares the others."""
+    run = _folder(tmp_path / "run", BASE, chapter="modes")
+    reference = _folder(tmp_path / "ref", BASE, chapter="hilbert")
+    with pytest.raises(ref.ReferenceError, match=r"no chapter to compare: this run's records \(.*\) are of modes, "
+                                                 r"the reference's \(.*\) of hilbert"):
+        ref.compare(run, reference)
+    proc = _cli("--records", str(run), "--reference", str(reference))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stdout + proc.stderr
+    assert "are of modes" in proc.stderr and "of hilbert" in proc.stderr
+    _folder(tmp_path / "run", BASE, chapter="hilbert")
+    comparison = ref.compare(run, reference)
+    assert [(d.chapter, d.what, d.run) for d in comparison.differences] == [("modes", "chapter", "ran")]
+    assert "a new chapter: accept it into the reference" in comparison.differences[0].line()
+    assert comparison.values == 5
+
+
+def test_a_records_folder_the_report_cannot_read_is_named(tmp_path):
+    assert ref.records_folder_problem("") is None and ref.records_folder_problem(None) is None
+    (tmp_path / "empty").mkdir()
+    assert "holds no chapter records" in ref.records_folder_problem(tmp_path / "empty")
+    (tmp_path / "file").write_text("x")
+    assert "is a file, not a folder" in ref.records_folder_problem(tmp_path / "file")
+    assert "does not exist" in ref.records_folder_problem(tmp_path / "nope")
+    assert "holds records of zz, none of them a chapter of the book" in ref.records_folder_problem(
+        _folder(tmp_path / "foreign", BASE))
+    _folder(tmp_path / "out" / "records", BASE, chapter="hilbert")
+    assert ref.records_folder_problem(tmp_path / "out") is None  # a `run --out` folder: its records/

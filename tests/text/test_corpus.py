@@ -135,6 +135,54 @@ def test_empty_sources(tmp_path):
         load_corpus(str(tmp_path / "folder"))
 
 
+def test_a_binary_or_non_utf8_file_is_refused_by_name_by_the_check_and_the_loader(tmp_path):
+    """One rule, two places: the check before a run (path_corpus_problem) and the loader refuse a folder
+    holding a binary .txt (NUL bytes) or a Latin-1 file, naming the file; neither skips it silently."""
+    for name, data, why in (("binary", b"abc\0\0\x01", "is binary, not text (a NUL byte at offset 3)"),
+                            ("latin1", "café au lait\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3)")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "good.txt").write_text("Some text.\n")
+        (folder / "z.txt").write_bytes(data)
+        problem = C.path_corpus_problem(str(folder))
+        assert problem is not None and str(folder / "z.txt") in problem and why in problem, problem
+        with pytest.raises(ValueError, match="z.txt") as info:
+            load_corpus(str(folder))
+        assert why in str(info.value)
+        assert C.path_corpus_problem(str(folder / "z.txt")).startswith(f"the file {str(folder / 'z.txt')!r} {why}")
+        (folder / "z.txt").unlink()
+        assert C.path_corpus_problem(str(folder)) is None and load_corpus(str(folder)).documents == ["Some text.\n"]
+
+
+def test_empty_folders_and_files_are_refused_before_a_run(tmp_path):
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "notes.py").write_text("not a corpus file")
+    assert C.path_corpus_problem(str(tmp_path / "none")) == f"the folder {str(tmp_path / 'none')!r} holds no .txt or .md files"
+    (tmp_path / "blank").mkdir()
+    (tmp_path / "blank" / "a.txt").write_text(" \n")
+    (tmp_path / "blank" / "b.md").write_text("")
+    assert "holds 2 .txt/.md files, all empty" in C.path_corpus_problem(str(tmp_path / "blank"))
+    assert "is empty (no non-blank text)" in C.path_corpus_problem(str(tmp_path / "blank" / "a.txt"))
+    assert "no such file or folder" in C.path_corpus_problem(str(tmp_path / "nope"))
+    (tmp_path / "blank" / "c.txt").write_text("Text beside empty files: they are passed over.")
+    assert C.path_corpus_problem(str(tmp_path / "blank")) is None
+
+
+def test_the_check_reads_a_bounded_prefix_and_the_loader_the_rest(tmp_path):
+    """A large file is checked on its first CHECK_PREFIX_BYTES only (cheap), a character cut at that boundary
+    is no problem; a bad byte past the prefix is found by the loader, which reads everything, by name."""
+    n = C.CHECK_PREFIX_BYTES
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes(b"a" * (n - 1) + "é tail\n".encode())  # 'é' is two bytes: the prefix ends inside it
+    assert C.path_corpus_problem(str(cut)) is None and load_corpus(str(cut)).documents == ["a" * (n - 1) + "é tail"]
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "big.txt").write_bytes(b"a" * (2 * n) + "caf\xe9".encode("latin-1") + b"\0")
+    assert C.path_corpus_problem(str(late)) is None  # past the checked prefix
+    with pytest.raises(ValueError, match="big.txt' is binary"):
+        load_corpus(str(late))
+
+
 def test_missing_path_error(tmp_path):
     missing = tmp_path / "nope" / "corpus.txt"
     for source in (str(missing), missing):
