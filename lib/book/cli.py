@@ -34,7 +34,7 @@ from .pages import BUILD_DIR, build_html
 from .parameters import ParameterError, parse_cli_value
 from .records import records_dir
 from .reference import REFERENCE_DIR, ReferenceError, accept, compare, records_folder_problem
-from .report import SEED_FOLDER, collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table
+from .report import SEED_FOLDER, collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table, tally
 from .runner import ChapterInterrupted, book_chapters, check_parameters, execute, find_chapter, plan
 
 PROG = "lowrank-book"
@@ -252,9 +252,7 @@ def _report(records: Path | None, markdown: Path | None = None) -> int:
     if idle:
         n_idle = sum(r.claim.chapter in idle for r in results)
         print(f"not run: {n_idle} claims of {len(idle)} chapters ({', '.join(idle)})")
-    summary = "; ".join(f"{kind}: " + ", ".join(f"{n} {v}" for v, n in by.items() if n)
-                        for kind, by in counts(ran).items() if any(by.values()))
-    print(f"{len(ran)} claims of the chapters that ran ({summary or 'none'})")
+    print(f"{len(ran)} claims of the chapters that ran: {tally(counts(ran)) if ran else 'none'}")
     return 0
 
 
