@@ -220,6 +220,30 @@ def show_one_parameters_cell(notebook_path: Path, source: str) -> None:
     nbformat.write(nb, notebook_path)
 
 
+def without_machine_paths(notebook_path: Path, source: str) -> None:
+    """Take this machine's paths out of an executed notebook, which readers download from the book.
+
+    papermill records where it read and wrote the notebook (``metadata.papermill.input_path`` and
+    ``output_path``: a temporary folder and the build folder). They become the chapter's source in the
+    repository and the notebook's name beside it, so a published notebook names no machine.
+    """
+    import nbformat
+
+    nb = nbformat.read(notebook_path, as_version=4)
+    papermill = nb.metadata.get("papermill")
+    if papermill is None:
+        return
+    source_path = Path(source)
+    if source_path.is_absolute():
+        try:
+            source_path = source_path.relative_to(REPO_ROOT)
+        except ValueError:
+            source_path = Path(source_path.name)
+    papermill["input_path"] = source_path.as_posix()
+    papermill["output_path"] = source_path.with_suffix(".ipynb").as_posix()
+    nbformat.write(nb, notebook_path)
+
+
 def unformat_undecided_glue(notebook_path: Path, names: set[str]) -> None:
     """Let the page show "undecided" where an undecided record is glued with a number format.
 
@@ -293,6 +317,7 @@ def execute(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None = N
                 os.environ[key] = value
     wall = time.perf_counter() - start
     show_one_parameters_cell(notebook_out, chapter.path)
+    without_machine_paths(notebook_out, chapter.path)
     records = load_records(chapter.id, rec_dir)
     if records is None:
         raise RuntimeError(f"{chapter.path} ran but wrote no record: does it call setup({chapter.id!r})?")

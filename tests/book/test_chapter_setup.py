@@ -137,3 +137,26 @@ def test_one_parameters_cell_is_shown(tmp_path):
     assert tags == [["parameters", "remove-cell"], ["injected-parameters", "hide-input"], []]
     shown = nbformat.read(path, as_version=4).cells[1].source
     assert shown.startswith("# Parameters of this run (the defaults are in chapters/x.md)") and "seed = 3" in shown
+
+
+def test_a_published_notebook_names_no_machine_path(tmp_path):
+    """papermill's input and output paths (a temporary folder, the build folder) become repository paths."""
+    import json
+
+    import nbformat
+
+    from lib import REPO_ROOT
+    from lib.book.runner import without_machine_paths
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"input_path": "/tmp/tmpab12/modes.ipynb", "output_path": f"{tmp_path}/src/modes.ipynb",
+                                "parameters": {"seed": 3}}
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    path = tmp_path / "modes.ipynb"
+    nbformat.write(nb, path)
+    for source in ("chapters/modes.md", str(REPO_ROOT / "chapters" / "modes.md")):
+        without_machine_paths(path, source)
+        meta = nbformat.read(path, as_version=4).metadata["papermill"]
+        assert (meta["input_path"], meta["output_path"]) == ("chapters/modes.md", "chapters/modes.ipynb")
+        assert meta["parameters"] == {"seed": 3}
+        assert "/tmp" not in json.dumps(meta) and str(REPO_ROOT) not in json.dumps(meta)
