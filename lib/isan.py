@@ -340,10 +340,23 @@ def logit_matrix(oracle: Oracle, histories, futures, alphabet_size: int | None =
     Entries are the oracle's answers as given (mean-centred for a logit oracle). ``alphabet_size``
     defaults to the length of the oracle's first answer; every answer must have that length.
     The book's one implementation, :func:`lib.logits.extended_logit_matrix` (``centered=False``).
+
+    A language model (a :class:`lib.models.causal_lm.CausalLM` or a ``transformers`` causal LM, read
+    by :func:`lib.logits.as_model`) answers the logit queries of Def C.14, its mean-centred logits
+    L_M[z | h] (Def 2.1): the matrix is ``extended_logit_matrix(model, H, F)`` (centred), float32, and
+    ``alphabet_size``, if given, must be its vocabulary size. Its histories must not be empty.
     """
-    from .logits import extended_logit_matrix
+    from .logits import as_model, extended_logit_matrix, is_language_model, vocab_size
 
     histories, futures = [tuple(h) for h in histories], [tuple(f) for f in futures]
+    if is_language_model(oracle):
+        model = as_model(oracle, name="oracle")
+        V = vocab_size(model)
+        if alphabet_size is not None and check_positive_int("alphabet_size", alphabet_size) != V:
+            raise ValueError(f"alphabet_size: the language model's vocabulary has {V} tokens; got {alphabet_size}")
+        if not histories or not futures:
+            return np.empty((len(histories), len(futures) * V), dtype=np.float32)
+        return extended_logit_matrix(model, histories, futures)
     if alphabet_size is None:
         if not histories or not futures:
             raise ValueError("logit_matrix: give alphabet_size when histories or futures is empty")
@@ -370,6 +383,23 @@ def trivial_logit_rank_bound(alphabet_size: int, T: int) -> int:
 # ---------------------------------------------------------------------------
 # Lemma C.3: an ISAN from the logit queries of any model of logit rank <= d
 # ---------------------------------------------------------------------------
+
+def refuse_language_model(oracle, algorithm: str) -> None:
+    """Raise a ``TypeError`` if ``oracle`` is a language model (a CausalLM, a ``transformers`` model, a
+    module reading ``input_ids``) rather than a callable prefix -> logits: ``algorithm`` queries every
+    prefix from the empty one up, which a causal LM cannot answer without a token of context, and
+    calling the model on a tuple would fail deep inside it."""
+    from .logits import is_language_model
+
+    if is_language_model(oracle):
+        raise TypeError(
+            f"oracle: {algorithm} queries a callable prefix -> logits at every prefix, the empty one included; got "
+            f"the language model {type(oracle).__name__}, which needs a token of context. Pass an oracle over "
+            "prefixes, e.g. lm = CausalLM(model) (lib.models.causal_lm) and oracle = lambda p: "
+            "lib.logits.next_token_logprobs(lm, [(bos,) + tuple(p)])[0] with bos its beginning-of-sequence token "
+            "id (|Σ| is then the whole vocabulary: only tiny models are enumerable), or use "
+            "lib.logits.extended_logit_matrix(model, H, F) for its logit matrices")
+
 
 class _Memo:
     """Logit-query wrapper: caches answers by prefix and counts calls to the wrapped oracle."""
@@ -406,6 +436,7 @@ def isan_from_low_rank_oracle(oracle: Oracle, alphabet_size: int, T: int, d: int
     to our x_t = A x_{t-1}); B_t = L(S^(t-1), {Null})^T; x0 = e_1. Exponentially many queries
     (all of Σ^{≤T-1}): a constructive proof, for small cases.
     """
+    refuse_language_model(oracle, "Lemma C.3")
     S = check_positive_int("alphabet_size", alphabet_size)
     T = check_positive_int("T", T)
     d = check_positive_int("d", d)
@@ -676,6 +707,7 @@ def learn_from_logit_queries(oracle: Oracle, alphabet_size: int, T: int, eps: fl
     hidden_dim (= max_t |H_t|, the padding size; <= d + 1, since an initial row y^t with
     uniform next token has rank 0), queries and samples (prefixes drawn from M[:t]).
     """
+    refuse_language_model(oracle, "the learner of Theorem 4.4")
     S = check_positive_int("alphabet_size", alphabet_size, minimum=2)
     T = check_positive_int("T", T)
     if not 0 < eps < 1:

@@ -161,7 +161,8 @@ def model_conditional(model, histories, l, symbols=None, *, alphabet_size: int |
     reused for all its futures. Each next-token distribution is renormalised in float64 before the
     product (the model's float32 log-softmax sums to one only to round-off).
 
-    ``model``: a :class:`lib.models.causal_lm.CausalLM` or an oracle (a callable context → next-token
+    ``model``: a :class:`lib.models.causal_lm.CausalLM`, a ``transformers`` causal LM (wrapped, as
+    :func:`lib.logits.as_model` reads it) or an oracle (a callable context → next-token
     log-probabilities or logits; give ``alphabet_size`` when it cannot be read off an answer).
     ``symbols`` (optional): a map of the V tokens onto a smaller alphabet 0..|Σ|−1 (e.g.
     :func:`symbol_table`); the probabilities of merged tokens are summed, at every position.
@@ -369,9 +370,23 @@ def conditional_at(stream, doc_offsets, contexts, n_symbols: int, unseen: str = 
 # Lens 3: what the model's geometry is made of
 # ---------------------------------------------------------------------------
 
+def language_model(model) -> CausalLM:
+    """``model`` as a :class:`lib.models.causal_lm.CausalLM`: itself, or a ``transformers`` causal LM
+    wrapped (:func:`lib.logits.as_model`). An oracle is refused: Lens 3 and Lens 4 read the model's
+    hidden states, output embedding and parameters, which an oracle does not have."""
+    model = lg.as_model(model)
+    if not isinstance(model, CausalLM):
+        raise LensesError(f"parameter 'model' must be a language model (a CausalLM or a transformers causal LM): "
+                          f"this lens reads its hidden states, output embedding or parameters; got "
+                          f"{type(model).__name__}")
+    return model
+
+
 def context_embeddings(model, histories) -> np.ndarray:
     """(m, d): the model's final hidden state (after its last layer norm) at the last position of each
-    history, the context embedding h_j of the NTP papers. Float64."""
+    history, the context embedding h_j of the NTP papers. Float64. ``model`` as :func:`language_model`
+    reads it."""
+    model = language_model(model)
     histories = _histories(histories)
     backbone, _ = prefix_reuse.lm_parts(model)
     out: list[np.ndarray | None] = [None] * len(histories)
@@ -390,8 +405,9 @@ def context_embeddings(model, histories) -> np.ndarray:
 
 
 def word_embeddings(model, token_ids) -> np.ndarray:
-    """(n, d): the rows of the model's output embedding (unembedding) for ``token_ids``. Float64."""
-    _, head = prefix_reuse.lm_parts(model)
+    """(n, d): the rows of the model's output embedding (unembedding) for ``token_ids``. Float64.
+    ``model`` as :func:`language_model` reads it."""
+    _, head = prefix_reuse.lm_parts(language_model(model))
     ids = np.asarray(token_ids, dtype=np.int64)
     if ids.ndim != 1 or ids.min() < 0 or ids.max() >= head.weight.shape[0]:
         raise LensesError(f"parameter 'token_ids' must be token ids below {head.weight.shape[0]}")
@@ -401,7 +417,9 @@ def word_embeddings(model, token_ids) -> np.ndarray:
 def readout_link(model, histories, logit_rows) -> float:
     """Largest |(W h + b) − mean − L_M(h, ∅)| over histories and tokens: the context embeddings
     (:func:`context_embeddings`) and the whole output embedding W (with its bias b, if any) give
-    the empty-future logit rows of Lens 2, centred as Def 2.1. Zero up to round-off."""
+    the empty-future logit rows of Lens 2, centred as Def 2.1. Zero up to round-off. ``model`` as
+    :func:`language_model` reads it."""
+    model = language_model(model)
     _, head = prefix_reuse.lm_parts(model)
     H = context_embeddings(model, histories)
     W = head.weight.detach().double().cpu().numpy()
@@ -475,11 +493,15 @@ class LLCSettings:
 def checkpoint_llc(lm, windows: torch.Tensor, settings: LLCSettings, seed: int, device="cpu"):
     """λ̂ of a checkpoint (:func:`lib.llc.estimate_llc` with the per-window next-token loss
     :func:`lib.models.causal_lm.sequence_loss` on ``windows``; nβ = n / log n). The attention runs
-    in plain ("eager") operations, which batch under ``vmap``."""
+    in plain ("eager") operations, which batch under ``vmap``. ``lm`` as :func:`language_model` reads
+    it. The estimate's warnings (:attr:`lib.llc.LLCResult.warnings`: λ̂ < 0, split R̂ above 1.05, λ̂
+    far above d/2) go to the terminal that runs the book, not a page; the result holds them."""
+    lm = language_model(lm)
     lm.model.set_attn_implementation("eager")
-    return llc.estimate_llc(lm.model, sequence_loss, (windows,), gamma=settings.gamma, eps=settings.eps,
-                            chains=settings.chains, draws=settings.draws, burn_in=settings.burn_in,
-                            batch_size=settings.batch_size, seed=seed, device=device, progress=False)
+    with llc.warnings_to_terminal(llc.LLCWarning):
+        return llc.estimate_llc(lm.model, sequence_loss, (windows,), gamma=settings.gamma, eps=settings.eps,
+                                chains=settings.chains, draws=settings.draws, burn_in=settings.burn_in,
+                                batch_size=settings.batch_size, seed=seed, device=device, progress=False)
 
 
 # ---------------------------------------------------------------------------
@@ -505,7 +527,8 @@ def language_condition_error(model, histories, symbols) -> float:
     chain rule builds it: the largest of |Σ_{y₂} P_M(y₁y₂ | x) − P_M(y₁ | x)| and |Σ_y P_M(y | x) − 1|
     over the histories, with :func:`model_conditional` at l = 2 and l = 1 on the alphabet
     ``symbols``. Zero up to the round-off of the model's float32 distributions, which the two calls
-    evaluate in different batches (about 1e-7)."""
+    evaluate in different batches (about 1e-7). ``model`` as :func:`model_conditional` reads it."""
+    model = lg.as_model(model)
     two = model_conditional(model, histories, 2, symbols)
     one = model_conditional(model, histories, 1, symbols)
     n = one.shape[1]
@@ -516,7 +539,7 @@ def language_condition_error(model, histories, symbols) -> float:
 __all__ = ["CorpusView", "LLCSettings", "LensesError", "alignment_null", "all_futures", "alpha_by_size",
            "carried_shares", "chain_rule", "check_positive_int", "check_symbols", "checkpoint_llc", "conditional_at",
            "context_embeddings", "corpus_view", "empty_future_link", "geometry_correlation", "history_dependent",
-           "history_side", "language_condition_error", "lens_alignment", "model_conditional", "modes_carried",
+           "history_side", "language_condition_error", "language_model", "lens_alignment", "model_conditional", "modes_carried",
            "normalised_spectrum", "paired_correlation_difference", "readout_link", "symbol_table", "word_embeddings"]
 
 # Names that moved to the chapter's study, lib.lenses_experiments: still answered here (lib.book.moved).

@@ -39,7 +39,14 @@ How the sampler is built (the engine is :mod:`lib.sgld`):
 * **Diagnostics.** Per-chain effective sample size and split R-hat of the loss trace
   (Vehtari et al. 2021), and the mean Metropolis-adjusted Langevin (MALA) acceptance
   probability of the SGLD proposals, a step-size diagnostic (exact with full batches; by
-  default computed only there, ``mala=True`` asks for it with minibatches).
+  default computed only there, ``mala=True`` asks for it with minibatches). An estimate that
+  should not be read as λ(w*) — λ̂ < 0, split R̂ above :data:`RHAT_WARN`, λ̂ far above d/2 —
+  says so: :attr:`LLCResult.warnings`, its summary, and an :class:`LLCWarning` from
+  :func:`estimate_llc` (:func:`estimate_warnings`).
+* **Defaults.** :func:`estimate_llc` runs at the settings the chapter "Learning coefficients"
+  validated on models with known λ where no setting is given: γ = 1, ε·nβ = 0.1, 64 chains,
+  three relaxation times 1/γ of Langevin time with the first third burn-in, full batches,
+  seed 0 (:data:`DEFAULT_GAMMA` … :data:`DEFAULT_CHAINS`; the reasons are in its docstring).
 
 Removing the estimator's biases: SGLD's step-size bias by a line in ε through runs of equal
 Langevin time ε·draws (:func:`extrapolate_eps`, :func:`eps_limits`; the runs at several ε
@@ -88,16 +95,66 @@ class LLCDivergenceError(RuntimeError):
     """Every chain diverged: no finite estimate exists at these settings."""
 
 
+class LLCWarning(RuntimeWarning):
+    """An estimate that should not be read as the learning coefficient at w*: λ̂ < 0, chains that have not
+    mixed (split R̂ above :data:`RHAT_WARN`), or λ̂ far above d/2; :attr:`LLCResult.warnings` says which and
+    what to change (:func:`estimate_warnings`)."""
+
+
+# The defaults of estimate_llc: the settings the chapter "Learning coefficients" (chapters/llc.yml, preset ci)
+# validated on models whose λ is known (regular, reduced-rank regression, normal crossings, noisy labels).
+DEFAULT_GAMMA = 1.0      # γ of every known-λ run of the chapter
+DEFAULT_EPS_NBETA = 0.1  # ε·nβ: the smaller of the chapter's two step sizes ε·nβ ∈ {0.2, 0.1}
+DEFAULT_RELAX = 3.0      # run length in relaxation times 1/γ of Langevin time (the chapter's `relax`)
+DEFAULT_BURN_IN_FRACTION = 1 / 3  # the first third of each run is burn-in (as lib.llc.eps_limits)
+DEFAULT_CHAINS = 64      # chains per run (the chapter's ci `chains`)
+DEFAULT_SEED = 0
+RHAT_WARN = 1.05         # split R̂ above this: not mixed (the chapter's MIXED_RHAT: its claims ask every run below it)
+
+
+def estimate_warnings(llc: float, rhat: float | None, se: float | None = None,
+                      n_params: int | None = None) -> list[str]:
+    """What an estimate's own numbers say against reading it as λ(w*), each with what to change.
+
+    * λ̂ < 0: the chains' mean loss lies below L_n(w*), which near a local minimum w* (where
+      L_n(w) ≥ L_n(w*)) cannot happen: the chains left w*'s basin, or w* is not a local minimum.
+    * split R̂ > :data:`RHAT_WARN` (1.05, the bound the chapter "Learning coefficients" holds every run
+      to): the chains' halves disagree, they have not mixed (or not yet forgotten their start at w*).
+      A NaN R̂ (fewer than 4 kept draws) says nothing and gives no warning.
+    * with ``n_params`` = d (the sampled parameters) and ``se``: λ̂ − 3 s.e. > (4/3)·d/2. Every model
+      with d parameters has λ ≤ d/2 (Watanabe 2009; equality for a regular model), and SGLD's step
+      inflates a direction's contribution by 1/(1 − εa/4) (:func:`lib.known_llc.regular_sgld_mean`), at
+      most 4/3 while εa ≤ 1 (a = nβh + γ, h the curvature of L_n): beyond that, the step is too large
+      for the loss's curvature, or the chains wander far from w* where the loss is no longer local.
+
+    An empty list where none holds. The numbers themselves are not changed."""
+    out = []
+    if llc < 0:
+        out.append(f"λ̂ = {llc:.4g} < 0: the chains' mean loss lies below L_n(w*), so they left w*'s basin or w* is "
+                   "not a local minimum; train w* to a minimum (more steps, a smaller final learning rate), raise "
+                   "gamma (localise more) or lower eps")
+    if rhat is not None and not math.isnan(rhat) and rhat > RHAT_WARN:
+        out.append(f"split R̂ = {rhat:.3f} > {RHAT_WARN:g}: the chains have not mixed; run longer (more draws and "
+                   "burn_in: a longer Langevin time ε·draws) or take a smaller eps")
+    if n_params and se is not None and math.isfinite(se) and llc - 3 * se > 4 / 3 * n_params / 2:
+        out.append(f"λ̂ = {llc:.4g} ± {se:.2g} exceeds d/2 = {n_params / 2:g} (d = {n_params} parameters) by more "
+                   "than the step's bias and three standard errors, while every model has λ ≤ d/2: the step is too "
+                   "large for the loss's curvature (lower eps) or the chains wander far from w* (raise gamma)")
+    return out
+
+
 # ----- results ------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(repr=False)
 class LLCResult:
     """An LLC estimate λ̂ = nβ (mean loss after burn-in − L_n(w*)) and its traces.
 
     ``per_chain[c] = nβ (mean_t loss[c, t] − init_loss)``; ``llc`` is their mean over the
     chains that stayed finite and ``se`` their standard deviation / √C (chains are
     independent). ``loss`` holds the minibatch losses L_{B_t}(w_t) after burn-in
-    (chains × draws); burn-in draws are never stored.
+    (chains × draws); burn-in draws are never stored. ``warnings`` (read off ``llc``, ``se``,
+    ``diagnostics["rhat"]`` and ``["n_params"]`` by :func:`estimate_warnings`) lists why the estimate
+    should not be read as λ(w*), if anything does; the summary and the repr show them.
     """
 
     llc: float
@@ -120,10 +177,39 @@ class LLCResult:
         """The fraction of chains left out of λ̂ because their loss became non-finite."""
         return len(self.diagnostics["divergent"]) / len(self.per_chain)
 
-    def summary(self) -> str:
+    @property
+    def warnings(self) -> list[str]:
+        """Why this estimate should not be read as λ(w*): λ̂ < 0, split R̂ > :data:`RHAT_WARN`, or λ̂ well above
+        d/2, each with what to change (:func:`estimate_warnings`); empty when none holds."""
+        return estimate_warnings(self.llc, self.diagnostics.get("rhat"), self.se, self.diagnostics.get("n_params"))
+
+    def warn(self, stacklevel: int = 2) -> None:
+        """Each of :attr:`warnings` as an :class:`LLCWarning` (``warnings.warn``)."""
+        for message in self.warnings:
+            warnings.warn(message, LLCWarning, stacklevel=stacklevel + 1)
+
+    def summary(self, width: int = 80) -> str:
+        """λ̂ ± s.e. on the first line, the diagnostics on the second, then each warning, wrapped to ``width``."""
+        import textwrap
+
         d = self.diagnostics
-        return (f"λ̂ = {self.llc:.4g} ± {self.se:.2g} (s.e., {len(self.per_chain) - len(d['divergent'])} chains), "
-                f"min ESS {np.min(d['ess']):.0f}, R̂ {d['rhat']:.3f}, MALA acceptance {np.nanmean(d['mala_acceptance']):.3f}")
+        kept = len(self.per_chain) - len(d.get("divergent", []))
+        parts = []
+        if "ess" in d:
+            parts.append(f"min ESS {np.min(d['ess']):.0f}")
+        if "rhat" in d:
+            parts.append(f"split R̂ {d['rhat']:.3f}")
+        if "mala_acceptance" in d:
+            with warnings.catch_warnings():  # an all-NaN acceptance (not computed) is reported as nan
+                warnings.simplefilter("ignore", RuntimeWarning)
+                parts.append(f"MALA acceptance {np.nanmean(d['mala_acceptance']):.3f}")
+        lines = [f"λ̂ = {self.llc:.4g} ± {self.se:.2g} (s.e., {kept} chains)"] + ([", ".join(parts)] if parts else [])
+        for w in self.warnings:
+            lines += textwrap.wrap(w, width, initial_indent="warning: ", subsequent_indent="  ")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"LLCResult({self.summary()})"
 
 
 @dataclass
@@ -230,22 +316,41 @@ def _check_mala(value, batch_size: int, n: int) -> bool:
     return value
 
 
+def default_draws(gamma: float, eps: float, relax: float = DEFAULT_RELAX) -> int:
+    """SGLD steps of a run lasting ``relax`` relaxation times 1/γ of Langevin time: ceil(relax / (γ ε)).
+
+    A flat direction of a singular model relaxes in Langevin time ~1/γ, the localisation being its only
+    restoring force (the chapter "Learning coefficients"); ε·draws is the run's Langevin time. γ = 0 has no
+    relaxation time: the number of draws must then be given."""
+    gamma, eps = _check_positive("gamma", gamma, allow_zero=True), _check_positive("eps", eps)
+    if gamma == 0:
+        raise LLCInputError("parameter 'draws' has no default at gamma = 0 (without localisation no relaxation time "
+                            "1/γ sets the run's length); give draws and burn_in, or a gamma > 0")
+    return max(2, math.ceil(relax / (gamma * eps)))
+
+
 def _settings(data, *, nbeta, gamma, eps, chains, draws, burn_in, batch_size, seed) -> SamplerSettings:
+    """The validated settings, with :func:`estimate_llc`'s defaults where a setting is None: nβ = n / log n,
+    ε = :data:`DEFAULT_EPS_NBETA` / nβ, draws = :func:`default_draws`, burn-in the first third, m = n."""
     n = data[0].shape[0]
     chains = _check_int("chains", chains, 1)
+    if nbeta is None:
+        nbeta = n / math.log(n)
+    nbeta = _check_positive("nbeta", nbeta)
+    gamma = _check_positive("gamma", gamma, allow_zero=True)
+    eps = DEFAULT_EPS_NBETA / nbeta if eps is None else _check_positive("eps", eps)
+    if draws is None:
+        draws = default_draws(gamma, eps)
     draws = _check_int("draws", draws, 1)
-    burn_in = _check_int("burn_in", burn_in, 0)
+    burn_in = int(draws * DEFAULT_BURN_IN_FRACTION) if burn_in is None else _check_int("burn_in", burn_in, 0)
     if draws <= burn_in:
         raise LLCInputError(f"parameter 'draws' ({draws}) must exceed 'burn_in' ({burn_in}): "
                             f"only the draws after burn-in enter the estimate")
-    batch_size = _check_int("batch_size", batch_size, 1)
+    batch_size = n if batch_size is None else _check_int("batch_size", batch_size, 1)
     if batch_size > n:
         raise LLCInputError(f"parameter 'batch_size' must be <= the number of samples n = {n}; got {batch_size}")
-    if nbeta is None:
-        nbeta = n / math.log(n)
-    return SamplerSettings(nbeta=_check_positive("nbeta", nbeta), gamma=_check_positive("gamma", gamma, allow_zero=True),
-                     eps=_check_positive("eps", eps), chains=chains, draws=draws, burn_in=burn_in,
-                     batch_size=batch_size, seed=_check_int("seed", seed, 0), n=n)
+    return SamplerSettings(nbeta=nbeta, gamma=gamma, eps=eps, chains=chains, draws=draws, burn_in=burn_in,
+                           batch_size=batch_size, seed=_check_int("seed", seed, 0), n=n)
 
 
 def _full_loss(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> float:
@@ -257,8 +362,13 @@ def _full_loss(model: nn.Module, loss_fn: LossFn, data, batch_size: int) -> floa
     return total / n
 
 
+def _n_params(model: nn.Module) -> int:
+    """d: the number of parameters SGLD moves (the trainable ones, tied weights once)."""
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
 def _result(parts: list[dict], k: int, init_loss: float, s: SamplerSettings, seconds: float,
-            compile_seconds: float = 0.0) -> LLCResult:
+            compile_seconds: float = 0.0, n_params: int | None = None) -> LLCResult:
     trace = np.concatenate([p["trace"][k] for p in parts], axis=0)
     first_bad = np.concatenate([p["first_bad"][k] for p in parts])
     accept = np.concatenate([p["accept"][k] for p in parts])
@@ -279,23 +389,60 @@ def _result(parts: list[dict], k: int, init_loss: float, s: SamplerSettings, sec
     good_trace = trace[good]
     diagnostics = {"ess": effective_sample_size(good_trace), "rhat": split_rhat(good_trace),
                    "mala_acceptance": accept, "divergent": divergent,
-                   "mala_exact": s.batch_size == s.n, "compile_seconds": compile_seconds}
+                   "mala_exact": s.batch_size == s.n, "compile_seconds": compile_seconds, "n_params": n_params}
     return LLCResult(llc=float(kept.mean()), se=se, per_chain=per_chain, loss=trace, init_loss=init_loss,
                      nbeta=s.nbeta, diagnostics=diagnostics, settings=s.as_dict(), seconds=seconds)
 
 
-def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, eps, chains, draws, burn_in,
-                 batch_size, seed, device="auto", chunk_size=None, progress=True, batching="vmap", mala=None,
-                 compile="auto") -> LLCResult:
+def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma=DEFAULT_GAMMA, eps=None,
+                 chains=DEFAULT_CHAINS, draws=None, burn_in=None, batch_size=None, seed=DEFAULT_SEED, device="auto",
+                 chunk_size=None, progress=True, batching="vmap", mala=None, compile="auto") -> LLCResult:
     """λ̂(w*) = nβ ( E[L_n(w)] − L_n(w*) ) by SGLD (Chen & Murfet Eqs. 11–13), ``chains`` chains at once.
 
     ``model``: a ``torch.nn.Module`` at w* (its trainable parameters are sampled; buffers
     stay). ``loss_fn(model, batch)``: per-sample losses, shape (B,), for ``batch`` a tuple
     of tensors (rows of ``data``); it must call the model it is given. ``data``: a tuple of
-    tensors indexed on dim 0 (n samples). ``nbeta`` = nβ, default n / log n (β* = 1/log n);
-    ``gamma`` = γ, the localisation strength; ``eps`` = ε, the step size (noise variance).
-    ``draws`` SGLD steps per chain, of which the first ``burn_in`` are discarded.
-    ``batch_size`` = m (= n for full-batch gradients). ``batching``: ``"vmap"`` (default)
+    tensors indexed on dim 0 (n samples). ``draws`` SGLD steps per chain, of which the first
+    ``burn_in`` are discarded.
+
+    Defaults, the settings the chapter "Learning coefficients" validated against known λ
+    (``chapters/llc.yml``, preset ``ci``), each for a reason:
+
+    * ``nbeta`` = nβ = n / log n (β* = 1/log n, Watanabe 2013).
+    * ``gamma`` = γ = 1, the localisation strength of every known-λ run of the chapter. Raise it
+      where chains leave w*'s basin (the chapter's language model needed γ = 300).
+    * ``eps`` = ε: no step size is safe for every loss, since the right one depends on the
+      loss's curvature at w*. The default follows the chapter's rule in units of nβ: ε·nβ = 0.1
+      (the smaller of its two step sizes ε·nβ = 0.2 and 0.1, so ε = 0.1 / nβ). Along a direction
+      where L_n has curvature h, SGLD's stationary variance is too large by the factor
+      1/(1 − εa/4), a = nβh + γ (:func:`lib.known_llc.regular_sgld_mean`): at ε·nβ = 0.1 a bias of
+      about 2.5 % · h, small where the Hessian's eigenvalues at w* are of order one, as in the
+      chapter's regressions on unit-variance inputs. For a loss of larger curvature h_max take
+      ε ≈ 0.1 / (nβ h_max); chains with εa ≥ 4 diverge (flagged and left out). The chapter's
+      language model ran at ε = 1e-4 with γ = 300, n = 1024 windows (ε·nβ ≈ 0.015). A low MALA
+      acceptance (``diagnostics["mala_acceptance"]``) says the step is too large.
+    * ``draws`` = ceil(3 / (γ ε)): three relaxation times 1/γ of Langevin time (:func:`default_draws`;
+      the chapter's ``relax`` = 3), since a flat direction of a singular model relaxes only through
+      the localisation; at the default ε that is 30·nβ/γ steps. No default at γ = 0.
+      ``burn_in`` = the first third of the draws (int(draws / 3)), as the chapter's runs.
+    * ``chains`` = 64 (the chapter's ``ci`` chains): enough for a standard error of a few per cent.
+    * ``batch_size`` = m = n, full-batch gradients (None gives n): exact, and the MALA
+      acceptance is exact too. Minibatches (m < n) add gradient noise; the chapter's noisy case
+      used m = n/10.
+    * ``seed`` = 0.
+
+    These defaults suit small models (an MLP, a regression); a large model at 30·nβ/γ steps of 64
+    chains is costly, and a language model needs its own settings (those of the chapter
+    "Learning coefficients"'s ``lm_*`` parameters). Every setting given is used as given.
+
+    Warnings (:class:`LLCWarning`, and in :attr:`LLCResult.warnings`, its summary and repr): λ̂ < 0 (the
+    chains left w*'s basin or w* is not a local minimum: train w* to a minimum, raise ``gamma``, lower
+    ``eps``), split R̂ > 1.05 (not mixed: more ``draws`` and ``burn_in``, a smaller ``eps``; at small nβ
+    the defaults' three relaxation times can leave a model's slow directions short of it) and λ̂ well
+    above d/2, which no model reaches (lower ``eps``, raise ``gamma``); :func:`estimate_warnings`. They
+    change no number.
+
+    ``batching``: ``"vmap"`` (default)
     computes the gradients of a chunk's chains in one ``vmap``-ed forward + backward;
     ``"loop"`` runs one plain autograd forward + backward per chain, faster for models
     large enough that one chain's minibatch keeps the cores busy (e.g. a transformer on a
@@ -330,7 +477,9 @@ def estimate_llc(model: nn.Module, loss_fn: LossFn, data, *, nbeta=None, gamma, 
     parts, seconds, compile_seconds = sample(model, [(loss_fn, data)], s, device=device, chunk_size=chunk_size,
                                              progress=progress, desc="SGLD chain-steps", batching=batching,
                                              mala=_check_mala(mala, s.batch_size, s.n), compiled=compiled)
-    return _result(parts, 0, init_loss, s, seconds, compile_seconds)
+    result = _result(parts, 0, init_loss, s, seconds, compile_seconds, n_params=_n_params(model))
+    result.warn(stacklevel=2)
+    return result
 
 
 def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn_b: LossFn | None = None,
@@ -341,7 +490,8 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
     Target a is (``loss_fn``, ``data_a``), target b is (``loss_fn_b`` or ``loss_fn``,
     ``data_b``), e.g. samples from q and from q^(χ) (Chen & Murfet §7, Thms 7.3–7.4). Both data sets must have the same n so that one index stream serves both;
     nβ defaults to n / log n for both; ``batching`` and ``mala`` as in :func:`estimate_llc`. Returns both
-    estimates and the chains' separations.
+    estimates and the chains' separations. Each estimate's :attr:`LLCResult.warnings` are recorded but not
+    raised: w* is a minimum of target a only, by design.
     """
     batching = _check_batching(batching)
     data_a, data_b = _check_data(data_a, "data_a"), _check_data(data_b, "data_b")
@@ -356,7 +506,7 @@ def coupled_chains(model: nn.Module, loss_fn: LossFn, data_a, data_b, *, loss_fn
     parts, seconds, _ = sample(model, [(loss_fn, data_a), (loss_fn_b, data_b)], s, device=device,
                                chunk_size=chunk_size, progress=progress, desc="coupled SGLD chain-steps",
                                batching=batching, mala=_check_mala(mala, s.batch_size, s.n))
-    a, b = (_result(parts, k, init[k], s, seconds) for k in range(2))
+    a, b = (_result(parts, k, init[k], s, seconds, n_params=_n_params(model)) for k in range(2))
     return CoupledResult(a=a, b=b, separation=np.concatenate([p["sep"][0] for p in parts]),
                          max_separation=np.concatenate([p["max_sep"][0] for p in parts]))
 
@@ -401,7 +551,7 @@ def coupled_targets(model: nn.Module, loss_fn: LossFn, datas, *, nbeta=None, gam
     parts, seconds, _ = sample(model, [(loss_fn, d) for d in datas], s, device=device, chunk_size=chunk_size,
                                progress=progress, desc="coupled SGLD chain-steps", batching=batching,
                                snapshot_steps=steps, mala=_check_mala(mala, s.batch_size, s.n))
-    results = [_result(parts, k, init[k], s, seconds) for k in range(len(datas))]
+    results = [_result(parts, k, init[k], s, seconds, n_params=_n_params(model)) for k in range(len(datas))]
     return CoupledTargets(results, np.concatenate([p["sep"] for p in parts], axis=1),
                           np.concatenate([p["max_sep"] for p in parts], axis=1),
                           np.concatenate([p["positions"] for p in parts], axis=1) if steps else None, steps)
@@ -490,15 +640,20 @@ def lm_sgld_cost(config, *, chains: int, steps: int, batch_size: int, windows: i
 
 
 @contextlib.contextmanager
-def warnings_to_terminal():
+def warnings_to_terminal(category: type[Warning] | None = None):
     """Within the block, warnings (e.g. of divergent chains) go to the terminal that runs the book
     (:func:`lib.book.progress.log_stream`) instead of a notebook cell's output; the results say what the
-    warnings said (:attr:`LLCResult.divergent_fraction`)."""
+    warnings said (:attr:`LLCResult.divergent_fraction`, :attr:`LLCResult.warnings`). With ``category``
+    (e.g. :class:`LLCWarning`) only warnings of that category go there; the others are warned again as
+    they came."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         yield
     for w in caught:
-        print(f"[lib.llc] {w.category.__name__}: {w.message}", file=log_stream())
+        if category is None or issubclass(w.category, category):
+            print(f"[lib.llc] {w.category.__name__}: {w.message}", file=log_stream())
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 # ----- removing the estimator's biases -------------------------------------------------------
@@ -616,7 +771,7 @@ def eps_limits(model: nn.Module, loss_fn: LossFn, data, *, nbetas: Sequence[floa
     if len(set(factors)) < 2:
         raise LLCInputError(f"parameter 'eps_nbeta' must hold >= 2 different step sizes; got {list(eps_nbeta)}")
     settings = {k: v for k, v in settings.items() if k not in ("nbeta", "eps", "draws", "burn_in")}
-    seed = settings.pop("seed")
+    seed = settings.pop("seed", DEFAULT_SEED)
     points = []
     for i, nb in enumerate(nbetas):
         nb = _check_positive("nbetas", nb)
@@ -744,7 +899,8 @@ __getattr__ = forward_moved(__name__, {name: "lib.llc_experiments"
                                        for name in ("heavy_steps", "llc_over_training", "suite_config")})
 
 __all__ = ["CoupledResult", "CoupledTargets", "EpsLimit", "FlatParameters", "LLCDivergenceError", "LLCFitError",
-           "LLCInputError", "LLCMemoryError", "LLCResult", "LossModule", "NbetaExtrapolation", "chain_steps",
+           "LLCInputError", "LLCMemoryError", "LLCResult", "LLCWarning", "LossModule", "NbetaExtrapolation", "chain_steps",
            "coupled_chains", "coupled_targets", "effective_sample_size", "eps_limits", "estimate_llc",
            "extrapolate_eps", "extrapolate_nbeta", "independent_seed", "lm_sgld_cost", "plot_sweep", "split_rhat",
-           "sweep", "warnings_to_terminal"]
+           "sweep", "warnings_to_terminal", "estimate_warnings", "default_draws", "DEFAULT_GAMMA",
+           "DEFAULT_EPS_NBETA", "DEFAULT_RELAX", "DEFAULT_BURN_IN_FRACTION", "DEFAULT_CHAINS", "DEFAULT_SEED", "RHAT_WARN"]

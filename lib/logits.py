@@ -55,7 +55,8 @@ from .book import cache
 from .book.device import process_group
 from .book.progress import progress as progress_bar
 from .models import gpt_neox, prefix_reuse
-from .models.causal_lm import CausalLM, check_fits_in_memory
+from .models.causal_lm import (CausalLM, as_causal_lm, causal_lm_problem, check_fits_in_memory,
+                               is_transformers_model, reads_input_ids)
 # model loading by name and revision lives in lib.models.hub; its names stay importable from here
 from .models.hub import ModelSeries, ModelSourceError, load_model, load_tokenizer, resolve_model_source  # noqa: F401
 from .models.prefix_reuse import DEFAULT_BATCH_TOKENS
@@ -91,27 +92,60 @@ def _is_lm(model) -> bool:
     return isinstance(model, CausalLM)
 
 
-def as_model(model, device="cpu"):
-    """``model`` itself if it is a CausalLM or a callable oracle; a name or path is loaded with
-    :meth:`CausalLM.from_pretrained` (offline-aware: a hub name that cannot be had raises
-    :class:`lib.models.causal_lm.ModelUnavailableError` at once)."""
+def is_language_model(model) -> bool:
+    """Whether ``model`` is a language model rather than an oracle: a :class:`CausalLM`, a
+    ``transformers`` model, or any ``torch.nn.Module`` whose ``forward`` takes ``input_ids``."""
+    return _is_lm(model) or is_transformers_model(model) or reads_input_ids(model)
+
+
+def as_model(model, device="cpu", name: str = "model"):
+    """The one place where the library reads what it was given as a model: a :class:`CausalLM`
+    (returned as is) or a callable oracle (context tuple -> next-token log-probabilities or logits).
+
+    * A ``transformers`` causal LM (``AutoModelForCausalLM``, any ``PreTrainedModel`` with a
+      language-model head) is wrapped: ``CausalLM(model)`` on the device it is on (``device`` is
+      not used; the model is not moved), put in eval mode. It is never called as an oracle.
+    * A ``transformers`` model without a language-model head, or an encoder–decoder, and any other
+      ``torch.nn.Module`` whose ``forward`` takes ``input_ids`` (a language model that is not a
+      ``PreTrainedModel``, e.g. an adapter wrapper) are refused with the fix.
+    * A name or path is loaded with :meth:`CausalLM.from_pretrained` on ``device``
+      (offline-aware: a hub name that cannot be had raises
+      :class:`lib.models.causal_lm.ModelUnavailableError` at once).
+
+    Refusals are :class:`LogitsError` naming the parameter ``name``."""
     if isinstance(model, (str, os.PathLike)):
         return CausalLM.from_pretrained(model, device=device)
-    if _is_lm(model) or callable(model):
+    if _is_lm(model):
         return model
-    raise LogitsError(f"parameter 'model' must be a CausalLM, a model name or path, or a callable oracle; "
-                      f"got {type(model).__name__}")
-
+    if is_transformers_model(model):
+        problem = causal_lm_problem(model)
+        if problem is not None:
+            raise LogitsError(f"parameter '{name}': {problem}")
+        return as_causal_lm(model, name)
+    if reads_input_ids(model):
+        raise LogitsError(f"parameter '{name}' is a torch module that reads input_ids ({type(model).__name__}), a "
+                          "language model, not an oracle (a callable context tuple -> next-token log-probabilities); "
+                          "wrap it: CausalLM(model) (lib.models.causal_lm) where it is a transformers causal LM, "
+                          "or pass an oracle that calls it")
+    if callable(model):
+        return model
+    raise LogitsError(f"parameter '{name}' must be a CausalLM, a transformers causal LM (AutoModelForCausalLM), a "
+                      f"model name or path, or a callable oracle; got {type(model).__name__}")
 
 
 def context_limit(model) -> int | None:
-    """Longest context the model accepts (max_position_embeddings), None for an oracle."""
+    """Longest context the model accepts (max_position_embeddings), None for an oracle.
+    ``model`` as :func:`as_model` reads it."""
+    model = as_model(model)
     if not _is_lm(model):
         return None
     return getattr(model.config, "max_position_embeddings", None)
 
 
 def vocab_size(model, probe: Sequence[int] | None = None) -> int:
+    """|Σ|: the width of the model's next-token distribution (its language-model head), or of an
+    oracle's answer to the context ``probe``. ``model`` as :func:`as_model` reads it."""
+    model = as_model(model)
     if _is_lm(model):
         return model.vocab_size
     if probe is None:
@@ -174,7 +208,9 @@ def _check_inputs(model, histories, futures, V, k, columns, need_nonempty_future
 
 
 def next_token_logprobs(model, contexts, alphabet_size: int | None = None) -> np.ndarray:
-    """(|contexts|, |Σ|) array of log Pr_M[· | c] (an oracle's answers as given)."""
+    """(|contexts|, |Σ|) array of log Pr_M[· | c] (an oracle's answers as given); ``model`` as
+    :func:`as_model` reads it (a ``transformers`` causal LM is wrapped)."""
+    model = as_model(model)
     contexts = _as_seqs("contexts", contexts)
     if _is_lm(model):
         if any(len(c) == 0 for c in contexts):
@@ -192,7 +228,9 @@ def next_token_logprobs(model, contexts, alphabet_size: int | None = None) -> np
 
 def select_columns(model, futures, k: int, how: str = "top", seed: int = 0) -> np.ndarray:
     """(|F|, k) token ids kept per future: ``"top"`` = the k most likely after f alone (§3.1,
-    descending probability), ``"random"`` = k distinct uniformly random tokens (App. A.1.5)."""
+    descending probability), ``"random"`` = k distinct uniformly random tokens (App. A.1.5).
+    ``model`` as :func:`as_model` reads it."""
+    model = as_model(model)
     futures = _as_seqs("futures", futures)
     if how not in ("top", "random"):
         raise LogitsError(f"parameter 'how' must be 'top' or 'random'; got {how!r}")
@@ -230,9 +268,11 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
                           pad_histories: bool | None = None, last_position_only: bool | None = None) -> np.ndarray:
     """The extended logit matrix L_M(H, F) of Def 2.2, or L_{M,k}(H, F) of §3.1 with ``k``.
 
-    ``model``: a :class:`lib.models.causal_lm.CausalLM`, a model name or path (loaded with
-    ``CausalLM.from_pretrained``), or an oracle (callable context tuple -> next-token log-probs
-    or logits, float64). ``histories``, ``futures``: lists of token-id sequences (``()`` is
+    ``model``: a :class:`lib.models.causal_lm.CausalLM`, a ``transformers`` causal LM as a
+    researcher has it (``AutoModelForCausalLM``; wrapped in ``CausalLM`` where it is, never called
+    as an oracle), a model name or path (loaded with ``CausalLM.from_pretrained`` on ``device``), or
+    an oracle (callable context tuple -> next-token log-probs or logits, float64); see
+    :func:`as_model`. ``histories``, ``futures``: lists of token-id sequences (``()`` is
     the empty future Null). ``centered``: mean-centre over the full vocabulary (Def 2.1);
     False keeps the model's log-probabilities (an oracle's answers as given).
 
@@ -328,7 +368,12 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
 
 def naive_extended_logit_matrix(model, histories, futures, columns=None, centered: bool = True,
                                 batch_tokens: int = DEFAULT_BATCH_TOKENS) -> np.ndarray:
-    """Reference for :func:`extended_logit_matrix`: one batched forward pass of every h∘f, no reuse."""
+    """Reference for :func:`extended_logit_matrix`: one batched forward pass of every h∘f, no reuse.
+    ``model``: a language model as :func:`as_model` reads it (not an oracle)."""
+    model = as_model(model)
+    if not _is_lm(model):
+        raise LogitsError(f"parameter 'model' must be a language model (a CausalLM or a transformers causal LM); "
+                          f"got {type(model).__name__}: an oracle's matrix is extended_logit_matrix's own loop")
     histories, futures = _as_seqs("histories", histories), _as_seqs("futures", futures)
     contexts = [h + f for h in histories for f in futures]
     rows = prefix_reuse.centre(prefix_reuse.next_token_rows(model, contexts, batch_tokens), centered).numpy()
@@ -751,7 +796,9 @@ def lingen(model, histories, v, targets, m: int, seed: int = 0, **kwargs) -> Gen
     (:data:`LINGEN_BLOCK_BYTES`: the paper's |H| = 40000 rows of a 50k vocabulary would take
     terabytes at once). Beside each step the KL of this
     distribution from the model's own p(· | h_targ∘z_{1:t−1}) (KL(LinGen ‖ M), the direction
-    of Corollary C.19) is recorded; h_targ itself is queried only for that measurement."""
+    of Corollary C.19) is recorded; h_targ itself is queried only for that measurement.
+    ``model`` as :func:`as_model` reads it."""
+    model = as_model(model)
     rng = np.random.default_rng(seed)
     histories, targets = _as_seqs("histories", histories), _as_seqs("targets", targets)
     v = np.asarray(v, dtype=np.float64)
@@ -778,7 +825,9 @@ def lingen(model, histories, v, targets, m: int, seed: int = 0, **kwargs) -> Gen
 def generate_baseline(sampler: Callable[[list[tuple[int, ...]]], np.ndarray], model, targets, m: int,
                       seed: int = 0) -> Generation:
     """Generation from a baseline next-token sampler (contexts -> log-probs, e.g. a short
-    context window or an earlier checkpoint), with KL(baseline ‖ M) at each position."""
+    context window or an earlier checkpoint), with KL(baseline ‖ M) at each position.
+    ``model`` as :func:`as_model` reads it."""
+    model = as_model(model)
     rng = np.random.default_rng(seed)
     targets = _as_seqs("targets", targets)
     G = len(targets)
@@ -795,7 +844,9 @@ def generate_baseline(sampler: Callable[[list[tuple[int, ...]]], np.ndarray], mo
 
 
 def short_context(model, window: int) -> Callable:
-    """The model reading only the last ``window`` tokens of each context (baseline (b) of §3.3)."""
+    """The model reading only the last ``window`` tokens of each context (baseline (b) of §3.3);
+    ``model`` as :func:`as_model` reads it."""
+    model = as_model(model)
     return lambda ctx: next_token_logprobs(model, [c[-window:] for c in ctx])
 
 
@@ -825,7 +876,10 @@ def lemma_c18_estimates(model, histories, v, target, m: int, n_paths: int, seed:
       prefix), X_f = L_M(H ∪ {h₀}, {f}) over the full vocabulary (mean-centred);
     * the measured D_KL(P_truth ‖ P_LinGen) over m tokens: along the same sampled continuations,
       Σ_t KL(M(· | h₀∘z_{<t}) ‖ softmax(vᵀ L_M(H, {z_{<t}}))), averaged over paths (chain rule).
+
+    ``model`` as :func:`as_model` reads it.
     """
+    model = as_model(model)
     rng = np.random.default_rng(seed)
     histories, target = _as_seqs("histories", histories), tuple(int(x) for x in target)
     v = np.asarray(v, dtype=np.float64)

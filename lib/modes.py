@@ -48,6 +48,20 @@ TIE_RTOL = 1e-9  # σ_{χ-1} − σ_χ ≤ TIE_RTOL·σ_0: a tie, where the top-
 # Input checks
 # ---------------------------------------------------------------------------
 
+def looks_conditional(table, atol: float = 1e-9) -> bool:
+    """Whether a non-negative table of two or more rows has every row summing to 1 (within ``atol``):
+    the form of a conditional P(y|x), one distribution per row, which a joint P(x, y) (whose whole
+    table sums to 1) of two or more rows cannot have. Dense arrays and sparse matrices."""
+    rows = np.asarray(table.sum(axis=1)).ravel()
+    return len(rows) >= 2 and bool(np.all(np.abs(rows - 1) <= atol))
+
+
+def _is_integral(values) -> bool:
+    """Whether every entry is a whole number (a table of counts)."""
+    values = np.asarray(values)
+    return bool(np.all(values == np.round(values)))
+
+
 def _validate_joint(joint, zero_rows: str, normalize: bool, atol: float = 1e-9):
     """Return (joint as float64 dense array or CSR, kept row indices, number of rows given)."""
     if zero_rows not in ZERO_ROWS:
@@ -69,13 +83,20 @@ def _validate_joint(joint, zero_rows: str, normalize: bool, atol: float = 1e-9):
     if values.size and values.min() < 0:
         raise ValueError(f"joint has negative entries (min {values.min():.3g}); it must hold probabilities q(xy)")
     total = float(values.sum())
+    conditional = looks_conditional(J, atol)
+    if conditional and not (normalize and _is_integral(values)):
+        raise ValueError(
+            f"joint: the table's rows each sum to 1: it looks like a conditional P(y|x), not a joint P(x, y) "
+            f"(its {J.shape[0]} rows sum to {total:.12g}, a joint to 1). Pass the joint: multiply each row by P(x), "
+            "`joint = p_x[:, None] * cond`; normalize=True only rescales a joint given as counts (on a conditional it "
+            "would make P(x) uniform: if that is meant, pass `cond / len(cond)`)")
     if normalize:
         if total <= 0:
             raise ValueError("joint is all zero")
         J = J / total
     elif abs(total - 1) > atol:
-        raise ValueError(f"joint sums to {total:.12g}, not 1 (tolerance {atol:g}); pass normalize=True "
-                         "to divide by the sum")
+        raise ValueError(f"joint sums to {total:.12g}, not 1 (tolerance {atol:g}); a joint P(x, y) sums to 1 over "
+                         "the whole table. Pass normalize=True to divide a table of counts by its sum")
     qx = np.asarray(J.sum(axis=1)).ravel()
     rows = np.flatnonzero(qx > 0)
     if len(rows) < len(qx):
@@ -187,8 +208,11 @@ class Modes:
     def from_joint(cls, joint, zero_rows: str = "warn", normalize: bool = False) -> "Modes":
         """All modes from a dense SVD of M[y, x] = q(xy)/√q(x).
 
-        joint : (|Σ^k|, |Σ^l|) array or sparse matrix of q(xy) ≥ 0 summing to 1 (or any
-                non-negative array with ``normalize=True``). Sparse input is densified."""
+        joint : (|Σ^k|, |Σ^l|) array or sparse matrix of q(xy) ≥ 0 summing to 1 (or a table
+                of counts with ``normalize=True``, divided by its sum). Sparse input is densified.
+                A table whose rows each sum to 1 is a conditional q(y|x), not a joint, and is
+                refused with the fix (``joint = p_x[:, None] * cond``; :func:`looks_conditional`):
+                ``normalize=True`` would silently make q(x) uniform."""
         J, rows, n_in = _validate_joint(joint, zero_rows, normalize)
         if sp.issparse(J):
             if J.shape[0] * J.shape[1] > DENSE_LIMIT:

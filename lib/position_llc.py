@@ -107,7 +107,9 @@ def per_position_llc(model: nn.Module, data, positions, **sgld) -> PerPositionLL
     n/log n with n the number of windows, ``device``, ``progress``, …), one setting for every
     position: the same n, nβ, γ, ε, chains, draws and seed, hence the same minibatch indices
     and the same injected noise at every position, so the positions differ only in their loss.
-    ``positions`` is checked before any sampling (:class:`lib.llc.LLCInputError`). A
+    ``positions`` is checked before any sampling (:class:`lib.llc.LLCInputError`). The estimates'
+    quality warnings (:attr:`lib.llc.LLCResult.warnings`) go to the terminal that runs the book, not a
+    page; each result holds them. A
     ``transformers`` model should use eager attention under ``vmap``
     (``model.set_attn_implementation("eager")``, as the chapter "Learning coefficients" does).
     """
@@ -121,7 +123,8 @@ def per_position_llc(model: nn.Module, data, positions, **sgld) -> PerPositionLL
         raise llc.LLCInputError("per_position_llc sets 'loss_fn' and 'data' itself; pass only SGLD settings")
     sgld = {"progress": False, "mala": True, **sgld}  # its table reports the MALA acceptance, minibatches or not
     t0 = time.perf_counter()
-    results = [llc.estimate_llc(model, last_token_loss, (ids[:, :t + 1].contiguous(),), **sgld) for t in positions]
+    with llc.warnings_to_terminal(llc.LLCWarning):  # each result holds its own (LLCResult.warnings)
+        results = [llc.estimate_llc(model, last_token_loss, (ids[:, :t + 1].contiguous(),), **sgld) for t in positions]
     return PerPositionLLC(positions, np.array([r.llc for r in results]), np.array([r.se for r in results]),
                           np.array([r.init_loss for r in results]), results, dict(results[0].settings),
                           time.perf_counter() - t0)

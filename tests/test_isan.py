@@ -347,3 +347,49 @@ def test_validation_errors_name_the_argument():
         learn_from_logit_queries(lambda h: np.zeros(3), 2, 3, 0.1, np.random.default_rng(0))
     with pytest.raises(ValueError, match="n: expected an integer"):
         m.sample(-1, np.random.default_rng(0))
+
+
+# ---------------------------------------------------------------------------
+# a language model where an oracle is expected
+# ---------------------------------------------------------------------------
+
+def tiny_transformers_model(seed=0):
+    """A bare transformers causal LM (vocabulary 6) built offline from a config."""
+    import torch
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig
+
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(GPTNeoXConfig(vocab_size=6, hidden_size=16, num_hidden_layers=2,
+                                                          num_attention_heads=2, intermediate_size=32,
+                                                          max_position_embeddings=16))
+
+
+def test_logit_matrix_of_a_language_model_is_its_centred_logits():
+    from lib import logits as lg
+    from lib.models.causal_lm import CausalLM
+
+    model = tiny_transformers_model()
+    H, F = all_histories(6, 1), all_futures(6, 1)
+    L = logit_matrix(model, H, F)
+    assert np.array_equal(L, lg.extended_logit_matrix(CausalLM(model, "cpu"), H, F))
+    assert np.abs(L.reshape(6, 7, 6).sum(-1)).max() < 1e-5        # centred in every block (Def 2.1)
+    assert np.array_equal(logit_matrix(model, H, F, alphabet_size=6), L)
+    with pytest.raises(ValueError, match="alphabet_size.*6 tokens"):
+        logit_matrix(model, H, F, alphabet_size=5)
+    assert logit_matrix(model, [], F).shape == (0, 7 * 6)
+
+
+def test_the_query_algorithms_refuse_a_language_model_with_the_fix():
+    model = tiny_transformers_model()
+    with pytest.raises(TypeError, match="empty one included.*oracle over prefixes"):
+        isan_from_low_rank_oracle(model, 6, 2, 2)
+    with pytest.raises(TypeError, match=r"CausalLM\(model\)"):
+        learn_from_logit_queries(model, 6, 2, 0.5, np.random.default_rng(0))
+    # the oracle the message describes runs: a beginning-of-sequence token before every prefix
+    from lib import logits as lg
+    from lib.models.causal_lm import CausalLM
+
+    lm = CausalLM(model, "cpu")
+    oracle = lambda p: lg.next_token_logprobs(lm, [(0,) + tuple(p)])[0]  # noqa: E731
+    m = isan_from_low_rank_oracle(oracle, 6, 2, 7)
+    assert m.A.shape == (2, 6, 7, 7)

@@ -439,3 +439,26 @@ def test_modes_carried_counts_a_share_at_the_level():
     shares = np.array([[1.0, 0.5, 0.49999, 0.2], [0.5, 0.5, 0.5, 0.5]])
     assert LZ.modes_carried(shares, 0.5).tolist() == [2, 4]
     assert LZ.modes_carried(shares, 0.2).tolist() == [4, 4]
+
+
+# ---------------------------------------------------------------------------
+# a transformers model as a researcher has it (lib.logits.as_model wraps it)
+# ---------------------------------------------------------------------------
+
+def test_every_lens_takes_a_bare_transformers_model(lm):
+    bare = tiny_lm(seed=3).model                         # a PreTrainedModel, not a CausalLM
+    bare.train()
+    wrapped = CausalLM(bare, "cpu")
+    H = [(1, 2), (3,), (4, 5, 6)]
+    assert np.array_equal(LZ.model_conditional(bare, H, 2), LZ.model_conditional(wrapped, H, 2))
+    assert np.array_equal(LZ.context_embeddings(bare, H), LZ.context_embeddings(wrapped, H))
+    assert np.array_equal(LZ.word_embeddings(bare, [3, 1]), LZ.word_embeddings(wrapped, [3, 1]))
+    L = lg.extended_logit_matrix(bare, H, [()], None, centered=True)
+    assert LZ.readout_link(bare, H, L) < 1e-4 and LZ.readout_link(bare, H, L[[1, 0, 2]]) > 1e-2
+    assert LZ.language_condition_error(bare, H, np.arange(8) % 3) < 1e-5
+    # the comparison can fail: another model's conditional differs
+    assert np.abs(LZ.model_conditional(bare, H, 1) - LZ.model_conditional(lm, H, 1)).max() > 1e-3
+    # an oracle has no hidden states: refused by the lenses that read them, naming the parameter
+    with pytest.raises(LZ.LensesError, match="'model' must be a language model"):
+        LZ.context_embeddings(markov_oracle(np.full((3, 3), 1 / 3)), H)
+    assert LZ.language_model(bare).model is bare and LZ.language_model(wrapped) is wrapped

@@ -512,3 +512,123 @@ def test_minibatches_are_drawn_from_every_sample():
     llc.estimate_llc(p.model, loss_recording_rows, (x, y, ids), batching="loop",
                      **{**SMALL, "batch_size": 5, "draws": 100, "burn_in": 10})
     assert seen == set(range(50))
+
+
+# ----- defaults: the chapter "Learning coefficients"'s validated settings -------------------------------------
+
+def test_defaults_are_the_chapters_validated_settings():
+    """The documented defaults are the ci preset of chapters/llc.yml: γ, chains, relax, the smaller ε·nβ."""
+    import yaml
+
+    from lib import REPO_ROOT
+
+    ci = yaml.safe_load((REPO_ROOT / "chapters" / "llc.yml").read_text())["presets"]["ci"]
+    assert llc.DEFAULT_GAMMA == ci["gamma"] and llc.DEFAULT_CHAINS == ci["chains"]
+    assert llc.DEFAULT_RELAX == ci["relax"] and llc.DEFAULT_EPS_NBETA == min(ci["eps_nbeta"])
+    assert llc.DEFAULT_BURN_IN_FRACTION == pytest.approx(1 / 3) and llc.DEFAULT_SEED == 0
+
+
+def test_defaults_resolve_by_hand_and_equal_the_settings_passed_explicitly():
+    p = known_llc.regular_problem(2, n=30, seed=4)
+    base = dict(device="cpu", progress=False)
+    default = llc.estimate_llc(p.model, squared_error, p.data, **base)
+    nbeta = 30 / np.log(30)                                   # n / log n
+    eps = 0.1 / nbeta                                         # ε·nβ = 0.1
+    draws = int(np.ceil(3 / (1.0 * eps)))                     # three relaxation times 1/γ of Langevin time
+    assert default.settings == pytest.approx(dict(nbeta=nbeta, gamma=1.0, eps=eps, chains=64, draws=draws,
+                                                  burn_in=draws // 3, batch_size=30, seed=0, n=30))
+    assert llc.default_draws(1.0, eps) == draws == 265
+    explicit = llc.estimate_llc(p.model, squared_error, p.data, nbeta=nbeta, gamma=1.0, eps=eps, chains=64, draws=draws,
+                                burn_in=draws // 3, batch_size=30, seed=0, **base)
+    np.testing.assert_array_equal(default.loss, explicit.loss)
+    # given settings are used as given: another γ moves the default draws with it, a given draws does not
+    assert llc.estimate_llc(p.model, squared_error, p.data, gamma=4.0, **base).settings["draws"] == int(np.ceil(draws / 4))
+    short = llc.estimate_llc(p.model, squared_error, p.data, draws=30, chains=2, **base)
+    assert short.settings["draws"] == 30 and short.settings["burn_in"] == 10 and short.settings["chains"] == 2
+    # γ = 0 has no relaxation time: draws must then be given
+    with pytest.raises(llc.LLCInputError, match="'draws' has no default at gamma = 0"):
+        llc.estimate_llc(p.model, squared_error, p.data, gamma=0.0, **base)
+    assert llc.estimate_llc(p.model, squared_error, p.data, gamma=0.0, draws=20, chains=2, **base).settings["burn_in"] == 6
+    with pytest.raises(llc.LLCInputError, match="'draws' \\(20\\) must exceed 'burn_in' \\(20\\)"):
+        llc.estimate_llc(p.model, squared_error, p.data, draws=20, burn_in=20, **base)
+
+
+# ----- warnings: what the numbers say against reading λ̂ as λ(w*) -------------------------------------------
+
+def _wide_regression(n=200, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 2, generator=g)
+    y = torch.sin(2 * x[:, :1]) + x[:, 1:] ** 2
+    return x, y
+
+
+def test_an_untrained_mlp_gives_a_negative_estimate_and_says_so():
+    """w* a random initialisation (not a minimum) and a large step: the chains go downhill, λ̂ < 0."""
+    x, y = _wide_regression()
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    kw = dict(eps=1e-2, chains=8, draws=200, burn_in=50, device="cpu", progress=False)
+    with pytest.warns(llc.LLCWarning, match="< 0: .*w\\* is not a local minimum; train w\\* to a minimum"):
+        res = llc.estimate_llc(mlp, squared_error, (x, y), **kw)
+    assert res.llc < 0 and any("< 0" in w for w in res.warnings)
+    assert "warning: λ̂" in res.summary() and "warning: λ̂" in repr(res)
+    # the warning changes no number: the same run with warnings silenced is bit-identical
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet = llc.estimate_llc(mlp, squared_error, (x, y), **kw)
+    np.testing.assert_array_equal(res.loss, quiet.loss)
+    assert res.llc == quiet.llc and res.se == quiet.se
+
+
+def test_a_trained_linear_regression_at_the_defaults_gives_no_warning():
+    """w* the least-squares fit (a minimum) of a regular model: λ̂ near d/2, mixed, no warning."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(300, 3, generator=g)
+    y = x @ torch.randn(3, 1, generator=g) + torch.randn(300, 1, generator=g)
+    model = known_llc.LinearRegression(3)
+    with torch.no_grad():
+        model.w.copy_(torch.linalg.lstsq(x, y).solution[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llc.LLCWarning)
+        res = llc.estimate_llc(model, squared_error, (x, y), device="cpu", progress=False)
+    assert res.warnings == [] and "warning" not in res.summary()
+    assert res.diagnostics["rhat"] <= llc.RHAT_WARN and abs(res.llc - 1.5) < 0.1
+
+
+def test_hand_made_results_warn_both_ways(capsys, monkeypatch):
+    def made(value, rhat, se=0.1, n_params=None):
+        res = _fake(0.1, [value - 0.1, value + 0.1], se=se)
+        res.diagnostics.update(rhat=rhat, ess=np.array([50.0, 60.0]), mala_acceptance=np.array([0.9, 0.95]))
+        if n_params is not None:
+            res.diagnostics["n_params"] = n_params
+        return res
+
+    unmixed = made(2.0, 1.2)
+    assert len(unmixed.warnings) == 1 and "split R̂ = 1.200 > 1.05" in unmixed.warnings[0]
+    assert "more draws" in unmixed.warnings[0] and "warning: split R̂" in unmixed.summary()
+    assert "warning: split R̂" in repr(unmixed)
+    with pytest.warns(llc.LLCWarning, match="not mixed"):
+        unmixed.warn()
+    assert made(2.0, 1.04).warnings == [] and made(2.0, float("nan")).warnings == []
+    assert made(2.0, 1.0501).warnings != []
+    both = made(-0.5, 1.2).warnings
+    assert len(both) == 2 and both[0].startswith("λ̂ = -0.5 < 0") and both[1].startswith("split R̂ = 1.200")
+    assert made(0.0, 1.0).warnings == []
+    # λ̂ above d/2 by more than the step's bias (4/3) and 3 s.e.; d/2 itself is no warning
+    assert made(3.0, 1.0, se=0.01, n_params=4).warnings[0].startswith("λ̂ = 3 ± 0.01 exceeds d/2 = 2")
+    assert made(2.6, 1.0, se=0.01, n_params=4).warnings == []            # within 4/3 · d/2
+    assert made(3.0, 1.0, se=0.3, n_params=4).warnings == []             # within 3 s.e.
+    assert made(3.0, 1.0, se=0.01).warnings == []                       # d unknown: nothing to compare
+    # the estimates' numbers are not touched by reading the warnings
+    assert unmixed.llc == 2.0 and unmixed.diagnostics["rhat"] == 1.2
+    # to the terminal: only the category asked for; other warnings come out as they were
+    from lib.book import progress
+
+    monkeypatch.setenv(progress.TERMINAL_ENV, "0")  # log_stream() is then sys.stderr
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with llc.warnings_to_terminal(llc.LLCWarning):
+            unmixed.warn()
+            warnings.warn("3 of 16 SGLD chains diverged", RuntimeWarning)
+    assert [str(w.message) for w in outside] == ["3 of 16 SGLD chains diverged"]
+    assert "LLCWarning: split R̂ = 1.200" in capsys.readouterr().err

@@ -725,3 +725,103 @@ def test_span_lengths_refused():
         with pytest.raises(lg.LogitsError, match="l_min <= l_max"):
             lg.sample_token_spans([np.arange(40)] * 3, 1, *bad)
     lg.sample_spans(docs, 1, 1, 10)
+
+
+# ---------------------------------------------------------------------------
+# a transformers model as a researcher has it: wrapped, never called as an oracle
+# ---------------------------------------------------------------------------
+
+def researcher_model(arch: str, seed: int = 0):
+    """A tiny randomly initialised transformers causal LM built offline from a config (2 layers, d = 16,
+    vocabulary 50), as a researcher holds it: a bare ``PreTrainedModel``, in training mode."""
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig, LlamaConfig
+
+    shape = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                 max_position_embeddings=64)
+    config = GPTNeoXConfig(**shape) if arch == "gpt_neox" else LlamaConfig(num_key_value_heads=2, **shape)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def brute_force_logits(model, histories, futures) -> np.ndarray:
+    """L_M(H, F) by Def 2.2 written out: the model run on each h∘f alone, the log-softmax of its logits at the last
+    position (float64), centred over the vocabulary (Def 2.1); columns f-major."""
+    rows = []
+    with torch.no_grad():
+        for h in histories:
+            row = []
+            for f in futures:
+                logits = model(input_ids=torch.tensor([list(h) + list(f)])).logits[0, -1].double()
+                logp = torch.log_softmax(logits, -1)
+                row.append((logp - logp.mean()).numpy())
+            rows.append(np.concatenate(row))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("arch", ["gpt_neox", "llama"])
+def test_a_transformers_model_is_wrapped_and_gives_its_matrix(arch):
+    model = researcher_model(arch)
+    assert model.training                                  # as from_config leaves it
+    H, F = [(1, 2), (3,), (4, 5, 6)], [(), (7,), (8, 9)]   # 3×3, the empty future included
+    raw = lg.extended_logit_matrix(model, H, F)
+    wrapped = lg.extended_logit_matrix(CausalLM(model, "cpu"), H, F)
+    np.testing.assert_array_equal(raw, wrapped)
+    assert raw.shape == (3, 3 * 50) and raw.dtype == np.float32
+    assert np.abs(raw - brute_force_logits(model, H, F)).max() < 1e-5
+    # the comparison can fail: another model's brute force is far from this matrix
+    assert np.abs(raw - brute_force_logits(researcher_model(arch, seed=1), H, F)).max() > 1e-2
+    assert not model.training and model.device.type == "cpu"   # wrapped in eval mode, where it was
+    # top-k columns and the other entry points that take a model read it the same way
+    np.testing.assert_array_equal(lg.extended_logit_matrix(model, H, F[1:], k=3),
+                                  lg.extended_logit_matrix(CausalLM(model, "cpu"), H, F[1:], k=3))
+    np.testing.assert_array_equal(lg.select_columns(model, F[1:], 4), lg.select_columns(CausalLM(model, "cpu"), F[1:], 4))
+    lp = lg.next_token_logprobs(model, H)
+    assert np.abs(lp - brute_force_logits(model, H, [()])).max() > 1.0     # log-probabilities, not centred
+    assert np.abs(lp - lp.mean(1, keepdims=True) - brute_force_logits(model, H, [()])).max() < 1e-5
+    assert np.abs(lg.naive_extended_logit_matrix(model, H, F) - raw).max() < 1e-5
+    assert lg.vocab_size(model) == 50 and lg.context_limit(model) == 64
+    short = lg.short_context(model, 1)([(1, 2), (5, 6)])
+    assert np.abs(short - lg.next_token_logprobs(model, [(2,), (6,)])).max() < 1e-6
+
+
+def test_lingen_and_baselines_take_a_transformers_model():
+    model = researcher_model("gpt_neox")
+    H, targets, v = [(1, 2), (3,)], [(4, 5)], np.array([[0.7, 0.3]])
+    a = lg.lingen(model, H, v, targets, m=2, seed=3)
+    b = lg.lingen(CausalLM(model, "cpu"), H, v, targets, m=2, seed=3)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_allclose(a.kl, b.kl, rtol=0, atol=1e-9)
+    sampler = lg.short_context(model, 1)
+    c = lg.generate_baseline(sampler, model, targets, m=2, seed=1)
+    d = lg.generate_baseline(sampler, CausalLM(model, "cpu"), targets, m=2, seed=1)
+    np.testing.assert_array_equal(c.tokens, d.tokens)
+
+
+def test_a_model_that_is_not_a_causal_lm_is_refused_with_the_fix():
+    from transformers import AutoModel, T5Config, T5ForConditionalGeneration
+
+    H, F = [(1, 2)], [(3,)]
+    backbone = AutoModel.from_config(researcher_model("gpt_neox").config)   # hidden states, no head
+    with pytest.raises(lg.LogitsError, match="no language-model head.*AutoModelForCausalLM"):
+        lg.extended_logit_matrix(backbone, H, F)
+    t5 = T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2))
+    with pytest.raises(lg.LogitsError, match="encoder-decoder"):
+        lg.extended_logit_matrix(t5, H, F)
+
+    class Wrapper(torch.nn.Module):                       # reads input_ids but is not a PreTrainedModel
+        def __init__(self):
+            super().__init__()
+            self.inner = researcher_model("gpt_neox")
+
+        def forward(self, input_ids, **kwargs):
+            return self.inner(input_ids=input_ids, **kwargs)
+
+    with pytest.raises(lg.LogitsError, match=r"wrap it: CausalLM\(model\)"):
+        lg.extended_logit_matrix(Wrapper(), H, F)
+    # an oracle, even a torch module called on a tuple, stays an oracle
+    class TupleOracle(torch.nn.Module):
+        def forward(self, context):
+            return torch.log_softmax(torch.arange(4.0) * len(context), -1).numpy()
+
+    L = lg.extended_logit_matrix(TupleOracle(), H, F, centered=False)
+    assert np.allclose(L, TupleOracle()((1, 2, 3)))

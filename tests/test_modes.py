@@ -454,3 +454,34 @@ def test_truncated_family_is_a_language_only_without_truncation():
     assert cut.language_violation[((2, 1), (1, 1))] == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match="orders"):
         truncated_family(lang, 1, [(0, 1)])
+
+
+def test_a_conditional_table_is_refused_as_a_joint_with_the_fix():
+    """A table whose rows each sum to 1 is q(y|x), not q(xy): refused with what to pass, whether or not
+    normalize=True (which would silently make q(x) uniform); a joint and a table of counts pass."""
+    joint = L.random_markov_chain(3, 1, rng=0).joint(1, 1)           # 3 × 3, sums to 1
+    q_x = joint.sum(1)
+    cond = joint / q_x[:, None]                                       # rows sum to 1
+    for normalize in (False, True):
+        with pytest.raises(ValueError, match=r"rows each sum to 1: it looks like a conditional P\(y\|x\), not a joint"):
+            Modes.from_joint(cond, normalize=normalize)
+        with pytest.raises(ValueError, match=r"joint = p_x\[:, None\] \* cond"):
+            Modes.top(sp.csr_matrix(np.hstack([cond, np.zeros((3, 1))])), 1, normalize=normalize)
+    # following the fix gives the joint's own modes
+    fixed = Modes.from_joint(q_x[:, None] * cond)
+    assert np.abs(fixed.sigma - Modes.from_joint(joint).sigma).max() < 1e-15
+    # a table of counts with normalize=True still works, and is the joint its frequencies give
+    counts = np.array([[3, 1, 0], [2, 2, 4], [0, 1, 7]])
+    by_counts = Modes.from_joint(counts, normalize=True)
+    assert np.abs(by_counts.joint - counts / counts.sum()).max() < 1e-15
+    with pytest.raises(ValueError, match="sums to 20.*normalize=True to divide a table of counts"):
+        Modes.from_joint(counts)
+    # counts of one observation per history (integral rows summing to 1) are counts: their joint is uniform in x
+    one_each = np.array([[1, 0], [0, 1], [1, 0]])
+    assert np.abs(Modes.from_joint(one_each, normalize=True).q_x - 1 / 3).max() < 1e-15
+    # a single row is both a conditional and a joint: it passes
+    assert Modes.from_joint(np.array([[0.25, 0.75]])).sigma[0] > 0
+    from lib.modes import looks_conditional
+
+    assert looks_conditional(cond) and looks_conditional(sp.csr_matrix(cond))
+    assert not looks_conditional(joint) and not looks_conditional(counts) and not looks_conditional(cond[:1])

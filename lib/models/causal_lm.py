@@ -20,9 +20,11 @@ the needed and available GiB and what to do instead.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import socket
+import sys
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import numpy as np
@@ -243,8 +245,10 @@ def heldout_windows(tokens: np.ndarray, context_length: int, n_windows: int, see
 class CausalLM:
     """A causal LM on a device, queried for next-token distributions p(z | h).
 
-    Wraps any ``transformers`` causal LM (``AutoModelForCausalLM``); the model is moved to
-    ``device`` and put in eval mode. All queries take a (B, T) batch of token ids (NumPy
+    Wraps any ``transformers`` causal LM (``AutoModelForCausalLM``): ``CausalLM(model)``, no
+    tokenizer (every query takes token ids); the model is moved to ``device`` and put in eval
+    mode. The library's functions that take a model wrap a bare ``transformers`` model themselves
+    (:func:`as_causal_lm`, where it is, on its own device). All queries take a (B, T) batch of token ids (NumPy
     array, torch tensor, or list of equal-length lists), run under ``torch.inference_mode``
     in chunks of ``batch_size`` sequences on the model's device, and return float32 CPU
     tensors.
@@ -438,6 +442,59 @@ class CausalLM:
         return cls(model, device)
 
 
+def is_transformers_model(obj) -> bool:
+    """Whether ``obj`` is a ``transformers`` model (an instance of ``transformers.PreTrainedModel``, e.g.
+    what ``AutoModelForCausalLM`` returns). Read without importing transformers: where it is not loaded,
+    no object can be one."""
+    modeling = sys.modules.get("transformers.modeling_utils")
+    return modeling is not None and isinstance(obj, modeling.PreTrainedModel)
+
+
+def reads_input_ids(obj) -> bool:
+    """Whether ``obj`` is a ``torch.nn.Module`` whose ``forward`` takes ``input_ids``: a language model
+    (a ``transformers`` model, or a wrapper around one), never a callable on a tuple of token ids."""
+    if not isinstance(obj, torch.nn.Module):
+        return False
+    try:
+        return "input_ids" in inspect.signature(obj.forward).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+        return False
+
+
+def causal_lm_problem(model) -> str | None:
+    """Why a ``transformers`` model cannot be read as a causal LM by :class:`CausalLM`, or None.
+
+    :class:`CausalLM` reads the next-token distribution p(· | h) off the model's output logits, so
+    the model needs a language-model head (``get_output_embeddings()``; ``AutoModel`` gives the
+    backbone alone) and must be a decoder (an encoder–decoder such as T5 predicts the next token of
+    its decoder's input, not of h)."""
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return (f"{type(model).__name__} is an encoder-decoder model; the book reads causal (decoder-only) "
+                "language models, loaded with AutoModelForCausalLM")
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None:
+        return (f"{type(model).__name__} has no language-model head (get_output_embeddings() is None), so it gives "
+                "hidden states, not next-token logits; load it with AutoModelForCausalLM")
+    return None
+
+
+def as_causal_lm(model, name: str = "model") -> CausalLM:
+    """A ``transformers`` causal LM wrapped in :class:`CausalLM` where it already is (its own device), put
+    in eval mode (dropout off: every query of the book reads the model deterministically); a
+    :class:`CausalLM` itself. Anything else is refused with a ``TypeError`` naming ``name``, what is
+    allowed and what was given: a model without a language-model head or an encoder–decoder says so
+    (:func:`causal_lm_problem`)."""
+    if isinstance(model, CausalLM):
+        return model
+    if not is_transformers_model(model):
+        raise TypeError(f"parameter {name!r} must be a CausalLM or a transformers causal LM "
+                        f"(AutoModelForCausalLM); got {type(model).__name__}")
+    problem = causal_lm_problem(model)
+    if problem is not None:
+        raise TypeError(f"parameter {name!r}: {problem}")
+    return CausalLM(model, device=model.device)
+
+
 def hub_offline() -> bool:
     """Whether the environment asks for offline mode (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE`` set)."""
     value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
@@ -480,6 +537,7 @@ def sequence_loss(model, batch) -> torch.Tensor:
     return per_token.view(B, T1).mean(-1)
 
 
-__all__ = ["CausalLM", "ModelUnavailableError", "available_memory", "check_fits_in_memory", "sequence_loss",
+__all__ = ["CausalLM", "ModelUnavailableError", "as_causal_lm", "available_memory", "causal_lm_problem",
+           "is_transformers_model", "reads_input_ids", "check_fits_in_memory", "sequence_loss",
            "estimate_param_count", "estimate_training_bytes", "forward_flops", "heldout_windows", "quiet_transformers", "hub_offline",
            "hub_reachable", "HUB_NAME"]

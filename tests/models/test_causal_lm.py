@@ -177,3 +177,25 @@ def test_cuda_without_cuda_is_a_clear_error(tiny):
         CausalLM.from_pretrained(path, device="cuda")
     with pytest.raises(ValueError, match="device"):
         CausalLM.from_pretrained(path, device="tpu")
+
+
+def test_a_bare_transformers_model_is_recognised_and_wrapped_where_it_is(tiny):
+    bare = tiny[0].model
+    bare.train()
+    assert causal_lm.is_transformers_model(bare) and causal_lm.reads_input_ids(bare)
+    assert not causal_lm.is_transformers_model(torch.nn.Linear(2, 2)) and not causal_lm.reads_input_ids(torch.nn.Linear(2, 2))
+    assert not causal_lm.is_transformers_model(lambda ids: ids) and not causal_lm.reads_input_ids(lambda input_ids: 0)
+    lm = causal_lm.as_causal_lm(bare)
+    assert isinstance(lm, CausalLM) and lm.model is bare and lm.device == bare.device and not bare.training
+    assert causal_lm.as_causal_lm(lm) is lm
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        want = torch.log_softmax(bare(input_ids=ids).logits[0, -1].float(), -1)
+    assert torch.allclose(lm.last_token_logprobs(ids)[0], want, atol=1e-6)
+    assert causal_lm.causal_lm_problem(bare) is None
+    with pytest.raises(TypeError, match="parameter 'model' must be a CausalLM or a transformers causal LM"):
+        causal_lm.as_causal_lm(lambda context: context)
+    from transformers import AutoModel
+
+    with pytest.raises(TypeError, match="no language-model head"):
+        causal_lm.as_causal_lm(AutoModel.from_config(bare.config))
