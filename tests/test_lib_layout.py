@@ -349,3 +349,24 @@ def test_the_library_chapters_and_benchmarks_use_moved_names_at_their_new_homes(
     for path, code in code_of_chapters():
         uses += old_name_uses(code, "", moved, path.name)
     assert uses == []
+
+
+def rebound_imports(code: str) -> list[str]:
+    """Names a chapter's code imports and then binds again (an assignment, a loop or a parameter)."""
+    tree = ast.parse(code)
+    imported = {alias.asname or alias.name.split(".")[0]
+                for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    rebound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    rebound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
+    return sorted(imported & rebound)
+
+
+def test_rebound_imports_sees_a_module_alias_bound_again():
+    assert rebound_imports("from lib import llc_experiments as experiments\nexperiments = [1]\n") == ["experiments"]
+    assert rebound_imports("from lib import logits as lg\nf = lambda lg: lg\n") == ["lg"]
+    assert rebound_imports("from lib import logits as lg\nx = [e for e in lg.f()]\n") == []
+
+
+@pytest.mark.parametrize("path, code", code_of_chapters(), ids=lambda x: getattr(x, "stem", ""))
+def test_no_chapter_binds_again_a_name_it_imported(path, code):
+    assert rebound_imports(code) == []
