@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from . import logits as lg
+from . import lingen, logits as lg
 from .book.chapters import get_chapter
 from .book.costs import HeavyStep
 from .models.causal_lm import estimate_param_count, forward_flops
@@ -360,7 +360,7 @@ class LinGenComparison:
 
 
 def lingen_comparison(model, histories, futures, targets, *, k: int, steps: int, samples: int = 1,
-                      baselines: dict[str, "lg.Generation"] | None = None, seed: int = 0,
+                      baselines: dict[str, "lingen.Generation"] | None = None, seed: int = 0,
                       matrix: Callable | None = None) -> LinGenComparison:
     """LinGen (Algorithm 1) with v regressed as §3.3 on L_{M,k}(H, F), beside the single-token
     baseline (v regressed on L_M(H, {Null}), full vocabulary), and the diagnostic that is not the
@@ -379,9 +379,9 @@ def lingen_comparison(model, histories, futures, targets, *, k: int, steps: int,
     G_targets = [t for t in targets for _ in range(samples)]
     out = LinGenComparison({}, lg.history_independent_fraction(LH, k))
     for name, (A, B) in coefficients.items():
-        v = lg.lingen_coefficients(A, B)   # one row per target, one factorisation of A
+        v = lingen.lingen_coefficients(A, B)   # one row per target, one factorisation of A
         out.coefficients[name] = v
-        g = lg.lingen(model, histories, np.repeat(v, samples, 0), G_targets, steps, seed=seed)
+        g = lingen.lingen(model, histories, np.repeat(v, samples, 0), G_targets, steps, seed=seed)
         out.kl[name], out.tokens[name] = g.kl, g.tokens
     for name, g in (baselines or {}).items():
         out.kl[name], out.tokens[name] = g.kl, g.tokens
@@ -389,13 +389,13 @@ def lingen_comparison(model, histories, futures, targets, *, k: int, steps: int,
 
 
 def history_free_baselines(model, earlier, targets, *, steps: int, samples: int = 1, short_window: int,
-                           seed: int = 0) -> dict[str, "lg.Generation"]:
+                           seed: int = 0) -> dict[str, "lingen.Generation"]:
     """The baselines of App. A.3 that read no history set: the model with only its last
     ``short_window`` tokens of context, and an earlier checkpoint of it."""
     G_targets = [t for t in targets for _ in range(samples)]
-    return {SHORT_CONTEXT: lg.generate_baseline(lg.short_context(model, short_window), model, G_targets, steps,
+    return {SHORT_CONTEXT: lingen.generate_baseline(lingen.short_context(model, short_window), model, G_targets, steps,
                                                 seed=seed),
-            EARLIER_CHECKPOINT: lg.generate_baseline(lambda ctx: lg.next_token_logprobs(earlier, ctx), model,
+            EARLIER_CHECKPOINT: lingen.generate_baseline(lambda ctx: lg.next_token_logprobs(earlier, ctx), model,
                                                      G_targets, steps, seed=seed)}
 
 
@@ -412,12 +412,12 @@ def t_critical(n: int, level: float = 0.95) -> float:
 
 def lemma_c18_check(model, histories, v, targets, steps: int, n_paths: int, seed: int = 0) -> list[dict]:
     """For each target h₀ (row i of ``v`` its coefficients): the estimates of Lemma C.18
-    (:func:`lib.logits.lemma_c18_estimates`), the bound minimised over α
-    (:func:`lib.logits.lemma_c18_bound`) and the ratio bound / measured D_KL(P_truth ‖ P_LinGen)."""
+    (:func:`lib.lingen.lemma_c18_estimates`), the bound minimised over α
+    (:func:`lib.lingen.lemma_c18_bound`) and the ratio bound / measured D_KL(P_truth ‖ P_LinGen)."""
     rows = []
     for i, target in enumerate(targets):
-        est = lg.lemma_c18_estimates(model, histories, v[i], target, steps, n_paths, seed=seed + i)
-        b = lg.lemma_c18_bound(est["S1"], est["S2"], est["delta"], est["v_norm_sq"], steps)
+        est = lingen.lemma_c18_estimates(model, histories, v[i], target, steps, n_paths, seed=seed + i)
+        b = lingen.lemma_c18_bound(est["S1"], est["S2"], est["delta"], est["v_norm_sq"], steps)
         rows.append({"alpha": b["alpha"], "gamma": b["gamma"], "delta": est["delta"], "bound": b["bound"],
                      "measured_kl": est["measured_kl"], "ratio": b["bound"] / est["measured_kl"]})
     return rows
@@ -460,7 +460,7 @@ def svd_flops(m: int, n: int, q: int) -> float:
 
 
 def regression_bytes(n_histories: int, n_columns: int) -> float:
-    """Peak bytes of lib.logits.lingen_coefficients on an |H| × n_columns float64 matrix: the matrix, its
+    """Peak bytes of lib.lingen.lingen_coefficients on an |H| × n_columns float64 matrix: the matrix, its
     transposed contiguous copy and the least-squares solver's working copy (LAPACK gelsd overwrites its input)."""
     return 3 * 8.0 * n_histories * n_columns
 
@@ -536,5 +536,5 @@ def heavy_steps(values: dict) -> list:
 
     generation = 2 * 3 * sum(matrix_flops(Hl, G, t_l, max(t, 1)) for t in range(m))
     steps.append(HeavyStep("LinGen's generation", f"|H| = {Hl}, G = {G} generations of {m} tokens",
-                           forward_peak + min(lg.LINGEN_BLOCK_BYTES, 8.0 * Hl * G * vocab), generation, "lingen_histories or lingen_targets"))
+                           forward_peak + min(lingen.LINGEN_BLOCK_BYTES, 8.0 * Hl * G * vocab), generation, "lingen_histories or lingen_targets"))
     return steps

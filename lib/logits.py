@@ -33,8 +33,8 @@ What is here:
 * :func:`column_space_angles` and :func:`random_subspace_cosines` (§3.2, App. A.2).
 * :func:`history_independent_fraction`, :func:`history_dependent_rms` — how much of a logit matrix is the
   same for every history, and how large the rest is.
-* :func:`permute_tokens` (nonsense sets), :func:`lingen_coefficients`, :func:`lingen` (Algorithm 1,
-  §3.3) and its baselines, :func:`lemma_c18_bound` (App. C.4).
+* :func:`permute_tokens` (nonsense sets). LinGen (Algorithm 1, §3.3), its baselines and Lemma C.18's
+  bound (App. C.4) use these matrices and are :mod:`lib.lingen`; their names answer here too.
 
 The experiments of the chapter "Logit rank", with their controls and decision rules, are in
 :mod:`lib.logit_rank_experiments`; loading a model by hub name and revision (:class:`ModelSeries`,
@@ -46,12 +46,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from .book import cache
+from .book.moved import forward_moved
 from .book.device import process_group
 from .book.progress import progress as progress_bar
 from .models import gpt_neox, prefix_reuse
@@ -153,7 +154,7 @@ def vocab_size(model, probe: Sequence[int] | None = None) -> int:
     return int(np.asarray(model(tuple(probe))).shape[-1])
 
 
-def _as_seqs(name: str, seqs) -> list[tuple[int, ...]]:
+def as_sequences(name: str, seqs) -> list[tuple[int, ...]]:
     if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__len__"):
         raise LogitsError(f"parameter '{name}' must be a list of token-id sequences; got {type(seqs).__name__}")
     out = []
@@ -211,7 +212,7 @@ def next_token_logprobs(model, contexts, alphabet_size: int | None = None) -> np
     """(|contexts|, |Σ|) array of log Pr_M[· | c] (an oracle's answers as given); ``model`` as
     :func:`as_model` reads it (a ``transformers`` causal LM is wrapped)."""
     model = as_model(model)
-    contexts = _as_seqs("contexts", contexts)
+    contexts = as_sequences("contexts", contexts)
     if _is_lm(model):
         if any(len(c) == 0 for c in contexts):
             raise LogitsError("a language model needs at least one token of context; got an empty context")
@@ -231,7 +232,7 @@ def select_columns(model, futures, k: int, how: str = "top", seed: int = 0) -> n
     descending probability), ``"random"`` = k distinct uniformly random tokens (App. A.1.5).
     ``model`` as :func:`as_model` reads it."""
     model = as_model(model)
-    futures = _as_seqs("futures", futures)
+    futures = as_sequences("futures", futures)
     if how not in ("top", "random"):
         raise LogitsError(f"parameter 'how' must be 'top' or 'random'; got {how!r}")
     V = vocab_size(model, futures[0] if futures else ())
@@ -299,7 +300,7 @@ def extended_logit_matrix(model, histories, futures, k: int | None = None, cente
     long sequences, k > |Σ|, a matrix that cannot fit in memory) is refused before any work.
     """
     model = as_model(model, device)
-    histories, futures = _as_seqs("histories", histories), _as_seqs("futures", futures)
+    histories, futures = as_sequences("histories", histories), as_sequences("futures", futures)
     lm = _is_lm(model)
     if not lm and alphabet_size is None and histories and futures:
         alphabet_size = vocab_size(model, histories[0] + futures[0])
@@ -374,7 +375,7 @@ def naive_extended_logit_matrix(model, histories, futures, columns=None, centere
     if not _is_lm(model):
         raise LogitsError(f"parameter 'model' must be a language model (a CausalLM or a transformers causal LM); "
                           f"got {type(model).__name__}: an oracle's matrix is extended_logit_matrix's own loop")
-    histories, futures = _as_seqs("histories", histories), _as_seqs("futures", futures)
+    histories, futures = as_sequences("histories", histories), as_sequences("futures", futures)
     contexts = [h + f for h in histories for f in futures]
     rows = prefix_reuse.centre(prefix_reuse.next_token_rows(model, contexts, batch_tokens), centered).numpy()
     nH, nF = len(histories), len(futures)
@@ -393,7 +394,7 @@ def cached_extended_logit_matrix(model_id: str, model, histories, futures, k: in
     ``model_id`` names the model uniquely (e.g. the checkpoint directory, or hub name and
     revision). The entry is a directory, so an interrupted large matrix resumes from its
     finished row blocks."""
-    histories, futures = _as_seqs("histories", histories), _as_seqs("futures", futures)
+    histories, futures = as_sequences("histories", histories), as_sequences("futures", futures)
     params = {"model": str(model_id), "histories": [list(h) for h in histories],
               "futures": [list(f) for f in futures], "k": k, "centered": centered,
               "selection": column_selection, "column_seed": column_seed}
@@ -509,7 +510,7 @@ def sample_token_spans(documents: Sequence[Sequence[int]], n: int, l_min: int, l
 def permute_tokens(seqs, seed: int = 0) -> list[tuple[int, ...]]:
     """The "nonsense" set of §3.2–3.3: all tokens of all sequences randomly permuted among them
     (each sequence keeps its length)."""
-    seqs = _as_seqs("seqs", seqs)
+    seqs = as_sequences("seqs", seqs)
     flat = np.array([t for s in seqs for t in s], dtype=np.int64)
     flat = flat[np.random.default_rng(seed).permutation(len(flat))]
     out, a = [], 0
@@ -741,173 +742,14 @@ def nearest_neighbours(L) -> np.ndarray:
     return D.argmin(1)
 
 
-# ---------------------------------------------------------------------------
-# LinGen (Algorithm 1, §3.3) and Lemma C.18
-# ---------------------------------------------------------------------------
-
-def lingen_coefficients(L_H, L_target, ridge: float = 0.0) -> np.ndarray:
-    """v minimising ‖L(h_targ, F) − vᵀ L(H, F)‖² (+ ridge·‖v‖²): the regression of §3.3. ``L_target``
-    one target's row, or a matrix with one row per target (then one row of v per target, from one
-    factorisation of L_H: the paper's 50 targets cost one least-squares solve, not 50)."""
-    A = np.asarray(L_H, dtype=np.float64)
-    B = np.asarray(L_target, dtype=np.float64)
-    rows = B.reshape(-1, B.shape[-1]) if B.ndim == 2 else B.reshape(1, -1)
-    if A.shape[1] != rows.shape[1]:
-        raise LogitsError(f"L_target has {rows.shape[1]} columns but L_H has {A.shape[1]}")
-    if ridge > 0:
-        v = torch.linalg.solve(as_tensor(A @ A.T + ridge * np.eye(A.shape[0])), as_tensor(A @ rows.T)).numpy().T
-    else:
-        v = least_squares(A.T, rows.T).T
-    return v if B.ndim == 2 else v[0]
-
-
-def _kl_rows(p_log: np.ndarray, q_log: np.ndarray) -> np.ndarray:
-    """KL(p ‖ q) row-wise from log-probabilities."""
-    return (np.exp(p_log) * (p_log - q_log)).sum(-1)
-
-
-def _log_softmax(x):
-    import scipy.special as sp
-
-    return sp.log_softmax(np.asarray(x, dtype=np.float64), axis=-1)
-
-
-@dataclass
-class Generation:
-    """Generated tokens (G, m) and the per-position KL(generator ‖ model) (G, m)."""
-    tokens: np.ndarray
-    kl: np.ndarray
-
-
-LINGEN_BLOCK_BYTES = 2 ** 28   # the full-vocabulary rows L_M(H_block, {z_g}) LinGen holds at once (256 MB)
-
-
-def history_blocks_within(n_histories: int, row_entries: int, max_bytes: float) -> list[list[int]]:
-    """Consecutive blocks of the indices 0..n_histories−1 whose float64 rows of ``row_entries`` entries
-    each take at most ``max_bytes`` (at least one history a block)."""
-    size = max(1, int(max_bytes // (8 * max(row_entries, 1))))
-    return [list(range(i, min(i + size, n_histories))) for i in range(0, n_histories, size)]
-
-
-def lingen(model, histories, v, targets, m: int, seed: int = 0, **kwargs) -> Generation:
-    """Algorithm 1 for several targets at once: generation g has coefficients ``v[g]`` over
-    ``histories``; at step t it samples z_t ~ softmax(v[g]ᵀ L_M(H, {z_{1:t−1}})) (full vocabulary,
-    mean-centred logits), querying M only at h∘z for h ∈ H, a block of histories at a time
-    (:data:`LINGEN_BLOCK_BYTES`: the paper's |H| = 40000 rows of a 50k vocabulary would take
-    terabytes at once). Beside each step the KL of this
-    distribution from the model's own p(· | h_targ∘z_{1:t−1}) (KL(LinGen ‖ M), the direction
-    of Corollary C.19) is recorded; h_targ itself is queried only for that measurement.
-    ``model`` as :func:`as_model` reads it."""
-    model = as_model(model)
-    rng = np.random.default_rng(seed)
-    histories, targets = _as_seqs("histories", histories), _as_seqs("targets", targets)
-    v = np.asarray(v, dtype=np.float64)
-    G = len(targets)
-    toks = np.zeros((G, m), dtype=np.int64)
-    kls = np.zeros((G, m))
-    row_entries = G * vocab_size(model, histories[0]) if histories else 0
-    for t in range(m):
-        fut = [tuple(int(x) for x in toks[g, :t]) for g in range(G)]
-        logits = 0.0
-        for block in history_blocks_within(len(histories), row_entries, LINGEN_BLOCK_BYTES):
-            L = extended_logit_matrix(model, [histories[i] for i in block], fut, None, True, **kwargs)
-            L = L.astype(np.float64).reshape(len(block), G, -1)
-            logits = logits + np.einsum("gh,hgv->gv", v[:, block], L)  # Σ_h v[g, h] L_M[· | h∘z_g], a block at a time
-        V = logits.shape[1]
-        q = _log_softmax(logits)
-        p = next_token_logprobs(model, [targets[g] + fut[g] for g in range(G)])
-        kls[:, t] = _kl_rows(q, p)
-        for g in range(G):
-            toks[g, t] = rng.choice(V, p=np.exp(q[g]) / np.exp(q[g]).sum())
-    return Generation(toks, kls)
-
-
-def generate_baseline(sampler: Callable[[list[tuple[int, ...]]], np.ndarray], model, targets, m: int,
-                      seed: int = 0) -> Generation:
-    """Generation from a baseline next-token sampler (contexts -> log-probs, e.g. a short
-    context window or an earlier checkpoint), with KL(baseline ‖ M) at each position.
-    ``model`` as :func:`as_model` reads it."""
-    model = as_model(model)
-    rng = np.random.default_rng(seed)
-    targets = _as_seqs("targets", targets)
-    G = len(targets)
-    toks = np.zeros((G, m), dtype=np.int64)
-    kls = np.zeros((G, m))
-    for t in range(m):
-        ctx = [targets[g] + tuple(int(x) for x in toks[g, :t]) for g in range(G)]
-        q = _log_softmax(sampler(ctx))
-        p = next_token_logprobs(model, ctx)
-        kls[:, t] = _kl_rows(q, p)
-        for g in range(G):
-            toks[g, t] = rng.choice(q.shape[1], p=np.exp(q[g]) / np.exp(q[g]).sum())
-    return Generation(toks, kls)
-
-
-def short_context(model, window: int) -> Callable:
-    """The model reading only the last ``window`` tokens of each context (baseline (b) of §3.3);
-    ``model`` as :func:`as_model` reads it."""
-    model = as_model(model)
-    return lambda ctx: next_token_logprobs(model, [c[-window:] for c in ctx])
-
-
-def lemma_c18_bound(S1: np.ndarray, S2: np.ndarray, delta: float, v_norm_sq: float, k: int,
-                    alphas: Sequence[float] | None = None) -> dict:
-    """Lemma C.18: D_KL(P_truth ‖ P_LinGen) ≤ 2k √(αΔ + γ(1 + ‖v‖²)) whenever S2 ⪯ α S1 + γ I.
-
-    ``S1``, ``S2``: the second-moment matrices E[L(H₀,{f}) L(H₀,{f})ᵀ] under P1 (random
-    futures) and P2 (continuations of h₀ by M). For each α on a grid the smallest γ is
-    λ_max(S2 − α S1)⁺; the bound is minimised over the grid. Returns alpha, gamma, bound."""
-    alphas = np.geomspace(1e-3, 1e3, 121) if alphas is None else np.asarray(alphas, dtype=float)
-    best = None
-    for a in alphas:
-        gamma = max(float(torch.linalg.eigvalsh(as_tensor(S2 - a * S1))[-1]), 0.0)
-        b = 2 * k * np.sqrt(a * delta + gamma * (1 + v_norm_sq))
-        if best is None or b < best["bound"]:
-            best = {"alpha": float(a), "gamma": gamma, "bound": float(b)}
-    return best
-
-
-def lemma_c18_estimates(model, histories, v, target, m: int, n_paths: int, seed: int = 0, **kwargs) -> dict:
-    """The quantities of Lemma C.18 for one target h₀ and coefficients v, from samples:
-
-    * S1 = E_{P1}[X_f X_fᵀ] and Δ = E_{P1} ‖L_M(h₀, f) − vᵀ L_M(H, f)‖² with f a uniformly random
-      string of uniform length t ∈ {0..m−1} (``n_paths`` random strings, every prefix);
-    * S2 = E_{P2}[X_f X_fᵀ] with f a continuation of h₀ sampled from M (``n_paths`` paths, every
-      prefix), X_f = L_M(H ∪ {h₀}, {f}) over the full vocabulary (mean-centred);
-    * the measured D_KL(P_truth ‖ P_LinGen) over m tokens: along the same sampled continuations,
-      Σ_t KL(M(· | h₀∘z_{<t}) ‖ softmax(vᵀ L_M(H, {z_{<t}}))), averaged over paths (chain rule).
-
-    ``model`` as :func:`as_model` reads it.
-    """
-    model = as_model(model)
-    rng = np.random.default_rng(seed)
-    histories, target = _as_seqs("histories", histories), tuple(int(x) for x in target)
-    v = np.asarray(v, dtype=np.float64)
-    n = len(histories)
-    S = {"truth": np.zeros((n + 1, n + 1)), "random": np.zeros((n + 1, n + 1))}
-    delta, kl = 0.0, np.zeros(n_paths)
-    V = None
-    paths = {"truth": np.zeros((n_paths, m), dtype=np.int64), "random": None}
-    for kind in ("truth", "random"):
-        if kind == "random":
-            paths["random"] = rng.integers(0, V, size=(n_paths, m))
-        for t in range(m):
-            fut = [tuple(int(x) for x in paths[kind][g, :t]) for g in range(n_paths)]
-            L = extended_logit_matrix(model, histories, fut, None, True, **kwargs).astype(np.float64)
-            V = L.shape[1] // n_paths
-            LH = L.reshape(n, n_paths, V)
-            p0 = next_token_logprobs(model, [target + f for f in fut]).astype(np.float64)
-            L0 = p0 - p0.mean(-1, keepdims=True)
-            for g in range(n_paths):
-                X = np.vstack([L0[g][None], LH[:, g]])
-                S[kind] += X @ X.T / (n_paths * m)
-            lin = np.einsum("h,hgv->gv", v, LH)
-            if kind == "truth":
-                kl += _kl_rows(p0, _log_softmax(lin))
-                for g in range(n_paths):
-                    pg = np.exp(p0[g])
-                    paths["truth"][g, t] = rng.choice(V, p=pg / pg.sum())
-            else:
-                delta += float(((L0 - lin) ** 2).sum()) / (n_paths * m)
-    return {"S1": S["random"], "S2": S["truth"], "delta": delta, "measured_kl": float(kl.mean()),
-            "v_norm_sq": float(v @ v)}
+__getattr__ = forward_moved(__name__, {name: "lib.lingen" for name in (
+    "lingen_coefficients",
+    "Generation",
+    "LINGEN_BLOCK_BYTES",
+    "history_blocks_within",
+    "lingen",
+    "generate_baseline",
+    "short_context",
+    "lemma_c18_bound",
+    "lemma_c18_estimates",
+)})

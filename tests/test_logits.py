@@ -825,3 +825,11 @@ def test_a_model_that_is_not_a_causal_lm_is_refused_with_the_fix():
 
     L = lg.extended_logit_matrix(TupleOracle(), H, F, centered=False)
     assert np.allclose(L, TupleOracle()((1, 2, 3)))
+
+
+def test_lingen_names_answer_from_lib_logits_too():
+    from lib import lingen
+
+    for name in ("lingen", "lingen_coefficients", "generate_baseline", "short_context", "lemma_c18_bound",
+                 "lemma_c18_estimates", "Generation", "history_blocks_within", "LINGEN_BLOCK_BYTES"):
+        assert getattr(lg, name) is getattr(lingen, name)
