@@ -63,7 +63,8 @@ from .book.tables import md_escape, table
 from .book.threads import solver_threads
 from .languages import bigram_violation
 from .linalg import randomized_svd, subspace_overlap  # noqa: F401  (subspace_overlap: its old name here)
-from .modes import Modes, planted_mode_errors
+from .mode_comparisons import planted_mode_errors
+from .modes import Modes
 from .text.ngrams import count_ngrams
 
 RANDOMIZED_ABOVE = 5000      # the paper's rule: randomized SVD when min(shape) > 5000
@@ -488,7 +489,7 @@ class BigramModeCheck:
 def check_bigram_modes(lang, k: int, l: int, modes=None, tol: float = 1e-9) -> list[BigramModeCheck]:
     """Compare the modes that ``lang.predicted_modes()`` (a ``PlantedLanguage``) predicts for
     joint(k, l) with a dense SVD (``lib.modes.Modes.from_joint``; pass ``modes`` to reuse one).
-    σ and vector errors come from ``lib.modes.planted_mode_errors``; this adds the propensities."""
+    σ and vector errors come from ``lib.mode_comparisons.planted_mode_errors``; this adds the propensities."""
     joint = lang.joint(k, l)
     if modes is None:
         modes = Modes.from_joint(joint, zero_rows="drop")

@@ -25,7 +25,8 @@ import numpy as np
 from .book.costs import HeavyStep
 from .book.tables import Raw
 from .languages import plant_bigrams
-from .modes import Modes, compare_history_lengths, planted_mode_errors, truncated_family
+from .mode_comparisons import compare_history_lengths, planted_mode_errors, truncated_family
+from .modes import Modes
 
 MODE_BASIS_MAX_ENTRIES = 2 * 10 ** 7  # the mode basis's Gram matrix has (|Σ^k||Σ^l|)^2 entries: checked up to this
 NUMERICAL_ZERO = 1e-9  # a KL difference or a truncation's move counts when above this (the solver's accuracy)
@@ -110,7 +111,7 @@ class PlantedReadback:
 def planted_readback(pairs, alphabet_size: int, absolute, collective, seed: int, table_order=(2, 1)) -> PlantedReadback:
     """Plant absolute and collective bigrams of chosen probabilities q(S) on a random background
     chain (``lib.languages.plant_bigrams``) at every (k, l) of ``pairs``, and find each in the
-    computed spectrum (``lib.modes.planted_mode_errors``): σ = √q(S), u = e_y, ṽ ∝ √q on S
+    computed spectrum (``lib.mode_comparisons.planted_mode_errors``): σ = √q(S), u = e_y, ṽ ∝ √q on S
     (Lemmas 5.2, 5.6). The background is drawn from ``seed`` at every (k, l)."""
     chosen = [[p] for p in absolute] + [list(g) for g in collective]
     errors, readback, rows = [], [], []
@@ -223,7 +224,7 @@ class SimultaneousTruncation:
 
 
 def simultaneous_truncation_study(languages: dict, chis, orders) -> SimultaneousTruncation:
-    """``lib.modes.truncated_family`` of each ``languages[name]`` at each cutoff: are the separately
+    """``lib.mode_comparisons.truncated_family`` of each ``languages[name]`` at each cutoff: are the separately
     truncated joints Ã_{k+l}(xy) = q(x) q^(χ)(y|x) of ``orders`` still a language (Remark 4.19)?"""
     rows, worst, control = [], 0.0, 0.0
     for name, language in languages.items():
@@ -245,7 +246,7 @@ def simultaneous_truncation_study(languages: dict, chis, orders) -> Simultaneous
 @dataclass
 class HistoryLadder:
     """:func:`history_ladder`: the modes of each language at k = 1, …, K (``ladder[name]``) and the
-    comparison of each step k → k + 1 (``comparisons[name]``, ``lib.modes.HistoryComparison``)."""
+    comparison of each step k → k + 1 (``comparisons[name]``, ``lib.mode_comparisons.HistoryComparison``)."""
 
     ks: list
     ladder: dict
@@ -291,7 +292,7 @@ class HistoryLadder:
 
 def history_ladder(languages: dict, continuation_length: dict, max_history: int, ranks=(1, 2, 3, 5)) -> HistoryLadder:
     """Modes of C_{k,l} for k = 1, …, ``max_history`` (l = ``continuation_length[name]``) and
-    ``lib.modes.compare_history_lengths`` between consecutive k, for each named language."""
+    ``lib.mode_comparisons.compare_history_lengths`` between consecutive k, for each named language."""
     ks = list(range(1, max_history + 1))
     ladder = {name: [Modes.from_joint(languages[name].joint(k, l), zero_rows="drop") for k in ks]
               for name, l in continuation_length.items()}

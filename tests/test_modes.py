@@ -485,3 +485,11 @@ def test_a_conditional_table_is_refused_as_a_joint_with_the_fix():
 
     assert looks_conditional(cond) and looks_conditional(sp.csr_matrix(cond))
     assert not looks_conditional(joint) and not looks_conditional(counts) and not looks_conditional(cond[:1])
+
+
+def test_mode_comparisons_answer_from_lib_modes_too():
+    from lib import mode_comparisons, modes
+
+    for name in ("planted_mode_errors", "history_lift", "HistoryComparison", "compare_history_lengths",
+                 "TruncatedFamily", "truncated_family"):
+        assert getattr(modes, name) is getattr(mode_comparisons, name)
