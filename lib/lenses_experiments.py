@@ -353,10 +353,23 @@ def read_checkpoints(models: LensModels, study: "LensStudy", *, n_perm: int, see
 # One sentence per lens, from the run's numbers and verdicts
 # ---------------------------------------------------------------------------
 
-def _finding_clause(verdict: Verdict, reproduces: bool, yes: str, no: str) -> str:
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a first letter a–z made upper case (a symbol such as λ̂ is left as it
+    is), a full stop at the end."""
+    text = text.strip()
+    if text[:1].isascii() and text[:1].islower():
+        text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _finding_clause(verdict: Verdict, reproduces: bool, yes: str, no: str, question: str) -> str:
+    """The verdict as a clause ending in a full stop: ``yes`` or ``no``; or, undecided, ``question``
+    followed by "is undecided at these settings" and, as a sentence of its own, the reason (the run's
+    diagnostics are kept out of the verdict's sentence)."""
     if verdict.undecided is not None:
-        return f"undecided at these settings ({verdict.undecided})"
-    return yes if reproduces else no
+        return f"{question} is undecided at these settings. {_sentence(verdict.undecided)}"
+    clause = yes if reproduces else no
+    return clause if clause.endswith(".") else clause + "."     # "… s.e." ends the sentence too
 
 
 def modes_sentence(steps, counts, order: Verdict) -> str:
@@ -364,11 +377,13 @@ def modes_sentence(steps, counts, order: Verdict) -> str:
     counts = np.asarray(counts)
     later = np.flatnonzero(counts > counts[0])
     when = f", the first added by step {steps[later[0]]}" if later.size else ""
+    rho = order.detail.get("rho", float("nan"))
     clause = _finding_clause(order, order.value is not None and order.value < 0,
-                             f"the larger modes come first (ρ = {order.detail.get('rho', float('nan')):+.2f})",
-                             f"the larger modes do not come first (ρ = {order.detail.get('rho', float('nan')):+.2f})")
-    return (f"the model carries {int(counts[0])} of the data's modes at step 0 and {int(counts[-1])} at the end"
-            f"{when}; whether larger modes are learned earlier: {clause}.")
+                             f"the larger modes come first (ρ = {rho:+.2f})",
+                             f"the larger modes do not come first (ρ = {rho:+.2f})",
+                             "whether the larger modes come first")
+    return (f"The model carries {int(counts[0])} of the data's modes at step 0 and {int(counts[-1])} at the end"
+            f"{when}. {_sentence(clause)}")
 
 
 def logits_sentence(steps, readings: Sequence[Reading], alignment: Verdict) -> str:
@@ -377,36 +392,42 @@ def logits_sentence(steps, readings: Sequence[Reading], alignment: Verdict) -> s
     d = alignment.detail
     weakest = min(d["z"], key=d["z"].get)
     clause = _finding_clause(alignment, alignment.value is not None and alignment.value >= ALIGNMENT_Z,
-                             f"more aligned than every null (the closest, the {weakest}, by {d['z'][weakest]:.1f} s.e.)",
-                             f"not more aligned than the {weakest} (z = {d['z'][weakest]:.1f})")
-    return (f"α (whole matrix, original reading) goes from {a0:.2f} at step 0 to {a1:.2f} at the end, and the logit "
-            f"subspace meets the data's modes at a mean cosine of {d['overlap']:.2f} (step 0: {d['step0_overlap']:.2f}, "
-            f"random: {d['random_mean']:.2f}): {clause}.")
+                             f"it is more aligned than every null (the closest, the {weakest}, by {d['z'][weakest]:.1f} s.e.)",
+                             f"it is not more aligned than the {weakest} (z = {d['z'][weakest]:.1f})",
+                             "whether it is more aligned than every null")
+    return (f"On the whole matrix, α (original reading) goes from {a0:.2f} at step 0 to {a1:.2f} at the end. The "
+            f"logit subspace meets the data's modes at a mean cosine of {d['overlap']:.2f} (step 0: "
+            f"{d['step0_overlap']:.2f}, random: {d['random_mean']:.2f}); {clause}")
 
 
 def geometry_sentence(first: Reading, last: Reading, verdicts: dict) -> str:
-    """Lens 3 on this run: the word and context geometry against L^mm, at step 0 and at the end."""
+    """Lens 3 on this run: the word and context geometry against the NTP-SVM solution's factors, at step
+    0 and at the end. Plain text (a glued text holds no math), so the solution is named in words."""
     words, approach = verdicts["words"], verdicts["approach"]
-    w = _finding_clause(words, words.value is not None and words.value <= 0.01,
-                        "the permutation null is rejected", "the permutation null is not rejected")
+    w = ("the permutation null is rejected" if words.value is not None and words.value <= 0.01 else
+         "the permutation null is not rejected") if words.undecided is None else "undecided"
     c = _finding_clause(approach, approach.value is not None and approach.value >= ALIGNMENT_Z,
-                        f"a gain of {approach.value:.1f} s.e. over step 0",
-                        f"no gain beyond step 0 (z = {approach.value:.1f})")
-    return (f"the word geometry correlates with the L^mm factor at r = {last.geometry['words']:.2f} at the end "
-            f"(step 0: {first.geometry['words']:.2f}; {w}), and the context geometry at r = "
-            f"{last.geometry['contexts']:.2f} (step 0: {first.geometry['contexts']:.2f}; {c}).")
+                        f"that is a gain of {approach.value:.1f} s.e. over step 0",
+                        f"there is no gain beyond step 0 (z = {approach.value:.1f})",
+                        "whether it gains over step 0")
+    words_note = "" if words.undecided is None else f" {_sentence(words.undecided)}"
+    return (f"The word geometry correlates with the word factor of the NTP-SVM solution at r = "
+            f"{last.geometry['words']:.2f} at the end (step 0: {first.geometry['words']:.2f}; {w}).{words_note} "
+            f"The context geometry correlates with its context factor at r = {last.geometry['contexts']:.2f} "
+            f"(step 0: {first.geometry['contexts']:.2f}); {c}")
 
 
 def llc_sentence(readings: Sequence[Reading], growth: Verdict) -> str:
     """Lens 4 on this run: λ̂ at step 0 and at the end, and its rank correlation with the modes carried."""
     first, last = readings[0].llc, readings[-1].llc
     clause = _finding_clause(growth, growth.value is not None and growth.value >= ALIGNMENT_Z,
-                             f"a rise of {growth.value:.1f} s.e.", f"no rise ({growth.value:.1f} s.e.)")
+                             f"that is a rise of {growth.value:.1f} s.e.", f"there is no rise ({growth.value:.1f} s.e.)",
+                             "whether it rises")
     rho = growth.detail.get("rho_with_modes", float("nan"))
-    tail = (f"; over the checkpoints its rank correlation with the number of modes carried is {rho:+.2f}"
+    tail = (f" Over the checkpoints its rank correlation with the number of modes carried is {rho:+.2f}."
             if math.isfinite(rho) else "")
-    return (f"λ̂ is {first['llc']:.1f} ± {first['se']:.1f} at step 0 and {last['llc']:.1f} ± {last['se']:.1f} at the "
-            f"end ({clause}){tail}.")
+    return (f"The estimate λ̂ is {first['llc']:.1f} ± {first['se']:.1f} at step 0 and {last['llc']:.1f} ± "
+            f"{last['se']:.1f} at the end; {clause}{tail}")
 
 
 # ---------------------------------------------------------------------------

@@ -43,7 +43,9 @@ TILE_PX = 8000  # a screenshot is captured in tiles of at most this height and s
 
 # What overflows the article column, measured in the page. An element overflows when its content is
 # wider than the box the page gives it (scrollWidth > clientWidth: it scrolls or is cut), or when its
-# right edge passes the right edge of the article column.
+# right edge passes the right edge of the article column. Each is marked `scrolls` when the reader can
+# scroll it into view sideways (it, or a box around it that ends within the column, has overflow-x auto
+# or scroll), else it is cut.
 MEASURE_JS = r"""
 (() => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
@@ -52,6 +54,13 @@ MEASURE_JS = r"""
   column.width = column.right - column.left;  // the content box: the column text and figures are set in
   const out = [];
   const seen = new Set();
+  const scrolls = (el) => {  // el, or a box around it within the column, scrolls sideways
+    for (let node = el; node && node !== article; node = node.parentElement) {
+      const x = getComputedStyle(node).overflowX;
+      if ((x === 'auto' || x === 'scroll') && node.getBoundingClientRect().right <= column.right + 1) return true;
+    }
+    return false;
+  };
   const kinds = [
     ['table', 'table'],
     ['equation', 'mjx-container[display="true"], div.math'],
@@ -67,9 +76,12 @@ MEASURE_JS = r"""
       const past = rect.right > column.right + 1;
       const content = Math.max(el.scrollWidth, rect.width);
       if (inner || past) {
-        out.push({kind, width_px: Math.round(content), visible_px: Math.round(Math.min(el.clientWidth || rect.width,
+        out.push({kind, scrolls: scrolls(el), width_px: Math.round(content), visible_px: Math.round(Math.min(el.clientWidth || rect.width,
                   column.right - rect.left)), column_px: Math.round(column.width),
-                  text: (el.innerText || el.getAttribute('alt') || '').replace(/\s+/g, ' ').trim().slice(0, 80)});
+                  // the first 80 characters, not UTF-16 units: a cut through a surrogate pair (MathJax's
+                  // math alphanumerics, U+1D400 on) would leave half a character that no encoder accepts
+                  text: Array.from((el.innerText || el.getAttribute('alt') || '').replace(/\s+/g, ' ').trim())
+                        .slice(0, 80).join('')});
       }
     }
   }
@@ -82,6 +94,24 @@ MEASURE_JS = r"""
           height_px: Math.ceil(document.documentElement.scrollHeight)};
 })()
 """
+
+
+def readable(text: str) -> str:
+    """``text`` as a string every encoder accepts: surrogate pairs (UTF-16 halves of one character, as
+    JavaScript strings hold MathJax's math alphanumerics such as U+1D43F) joined into their character, a
+    lone half (a JavaScript slice through a pair) replaced by U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def readable_measure(measured):
+    """:func:`readable` applied to every string of a measurement (dicts and lists walked)."""
+    if isinstance(measured, str):
+        return readable(measured)
+    if isinstance(measured, dict):
+        return {readable(k): readable_measure(v) for k, v in measured.items()}
+    if isinstance(measured, list):
+        return [readable_measure(v) for v in measured]
+    return measured
 
 
 def chromium() -> str:
@@ -205,27 +235,49 @@ def open_page(tab: DevTools, page: Path, width: int, wait_ms: int) -> dict:
     tab.evaluate("(window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve()",
                  await_promise=True)
     tab.evaluate("document.fonts ? document.fonts.ready.then(() => true) : true", await_promise=True)
-    return tab.evaluate(MEASURE_JS)
+    return readable_measure(tab.evaluate(MEASURE_JS))
 
 
-def capture(tab: DevTools, png: Path, width: int, height: int) -> None:
-    """The whole page as one PNG: captured in tiles of at most TILE_PX and stitched."""
+def tile_clips(width: int, height: int, tile: int = TILE_PX) -> list[dict]:
+    """The clips that capture a page ``width`` × ``height`` CSS pixels in tiles of at most ``tile`` rows,
+    top to bottom: each at x = 0 and the page's full width, so the capture is where the page is."""
+    return [{"x": 0, "y": top, "width": width, "height": min(tile, height - top), "scale": 1}
+            for top in range(0, height, tile)]
+
+
+def capture(tab: DevTools, png: Path, width: int, height: int) -> int:
+    """The whole page as one PNG, captured in tiles of at most TILE_PX rows and stitched; returns its height.
+
+    The window is first made as tall as the page (device metrics ``width`` × page height), so every tile
+    lies inside the viewport and is captured as laid out there. (``captureBeyondViewport`` instead lets
+    Chromium resize the view for each capture, which re-laid this theme's pages out and captured them
+    shifted to the left.) The height is measured again at the new size until it settles; the window is
+    put back to ``width`` × 1000 afterwards."""
     from PIL import Image
 
     png.parent.mkdir(parents=True, exist_ok=True)
-    tiles = []
-    for top in range(0, height, TILE_PX):
-        h = min(TILE_PX, height - top)
-        shot = tab.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                        clip={"x": 0, "y": top, "width": width, "height": h, "scale": 1})
-        with tempfile.NamedTemporaryFile(suffix=".png") as f:
-            f.write(base64.b64decode(shot["data"]))
-            f.flush()
-            tiles.append(Image.open(f.name).convert("RGB"))
+    try:
+        for _ in range(3):
+            tab.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                     mobile=False)
+            settled = int(tab.evaluate("Math.ceil(document.documentElement.scrollHeight)") or height)
+            if settled == height:
+                break
+            height = settled
+        tiles = []
+        for clip in tile_clips(width, height):
+            shot = tab.send("Page.captureScreenshot", format="png", captureBeyondViewport=False, clip=clip)
+            with tempfile.NamedTemporaryFile(suffix=".png") as f:
+                f.write(base64.b64decode(shot["data"]))
+                f.flush()
+                tiles.append((clip["y"], Image.open(f.name).convert("RGB")))
+    finally:
+        tab.send("Emulation.setDeviceMetricsOverride", width=width, height=1000, deviceScaleFactor=1, mobile=False)
     whole = Image.new("RGB", (width, height), "white")
-    for i, tile in enumerate(tiles):
-        whole.paste(tile, (0, i * TILE_PX))
+    for top, tile in tiles:
+        whole.paste(tile, (0, top))
     whole.save(png)
+    return height
 
 
 def main(argv=None) -> int:
@@ -250,13 +302,14 @@ def main(argv=None) -> int:
             for entry, page in pages:
                 measured = open_page(tab, page, args.width, args.wait_ms)
                 png = args.out / f"{entry}.png"
-                capture(tab, png, args.width, measured["height_px"])
+                measured["height_px"] = capture(tab, png, args.width, measured["height_px"])
                 report[entry] = measured
                 over = measured["overflows"]
                 print(f"{png} ({measured['height_px']} px tall)" +
                       (f": {len(over)} element(s) wider than the {measured['column_px']} px column" if over else ""))
                 for item in over:
-                    print(f"    {item['kind']} {item['width_px']} px: {item['text'][:60]}")
+                    how = "scrolls" if item.get("scrolls") else "CUT"
+                    print(f"    {item['kind']} {item['width_px']} px ({how}): {item['text'][:60]}")
         finally:
             proc.terminate()
             proc.wait(timeout=30)

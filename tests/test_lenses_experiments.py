@@ -77,13 +77,20 @@ def test_sentences_follow_the_verdicts():
     flat = LX.Verdict(0.5, "the chains' spread is too large to say", {"rho_with_modes": float("nan")})
     down = LX.Verdict(-3.0, None, {"rho_with_modes": -0.5})
     assert "a rise of 40.0 s.e." in LX.llc_sentence([first, last], up)
-    assert "undecided at these settings (the chains' spread" in LX.llc_sentence([first, last], flat)
+    assert "whether it rises is undecided at these settings. The chains' spread" in LX.llc_sentence([first, last], flat)
     assert "no rise (-3.0 s.e.)" in LX.llc_sentence([first, last], down)
+    assert "s.e.." not in LX.llc_sentence([first, last], up)
     assert "3.8 ± 1.0 at step 0 and 155.6 ± 3.0" in LX.llc_sentence([first, last], up)
     order_yes, order_no = LX.Verdict(-0.2, None, {"rho": -0.8}), LX.Verdict(0.9, None, {"rho": 0.6})
     assert "come first (ρ = -0.80)" in LX.modes_sentence([0, 1, 2], [1, 1, 4], order_yes)
     assert "first added by step 2" in LX.modes_sentence([0, 1, 2], [1, 1, 4], order_yes)
     assert "do not come first" in LX.modes_sentence([0, 1, 2], [1, 1, 4], order_no)
+    undecided = LX.Verdict(0.0, "the 90% interval of ρ, [-0.97, +0.00], contains 0 (7 modes over 8 checkpoints)",
+                           {"rho": -0.5})
+    text = LX.modes_sentence([0, 1, 2], [1, 1, 4], undecided)
+    # the verdict in words, the run's diagnostics in a sentence of their own after it
+    assert "first added by step 2. Whether the larger modes come first is undecided at these settings. " \
+           "The 90% interval of ρ" in text and "(the 90%" not in text
     detail = {"overlap": 0.4, "step0_overlap": 0.3, "random_mean": 0.2,
               "z": {"step-0 model": 2.5, "shuffled corpus": 3.0, "random subspaces": 7.0}}
     assert "the closest, the step-0 model, by 2.5 s.e." in LX.logits_sentence([0, 400], [first, last],
@@ -96,6 +103,25 @@ def test_sentences_follow_the_verdicts():
     assert "a gain of 6.8 s.e." in text
     text = LX.geometry_sentence(first, last, {"words": LX.Verdict(0.2), "approach": LX.Verdict(0.5)})
     assert "is not rejected" in text and "no gain beyond step 0" in text
+    # plain text (a glued text holds no math): the NTP-SVM solution is named in words, not as L^mm
+    assert "L^mm" not in text and "NTP-SVM solution" in text
+
+
+def test_sentences_start_upper_case_and_end_with_a_stop():
+    first, last = fake_readings()
+    detail = {"overlap": 0.38, "step0_overlap": 0.28, "random_mean": 0.19,
+              "z": {"step-0 model": 1.26, "shuffled corpus": 3.0, "random subspaces": 7.0}}
+    undecided = LX.Verdict(1.26, "against the step-0 model the difference is 1.26 s.e. with 2 s.e. = 0.162 > 0.1 "
+                                 "in mean cosine", detail)
+    texts = [LX.modes_sentence([0, 1, 2], [1, 1, 4], LX.Verdict(-0.2, None, {"rho": -0.8})),
+             LX.logits_sentence([0, 400], [first, last], undecided),
+             LX.geometry_sentence(first, last, {"words": LX.Verdict(0.001), "approach": LX.Verdict(6.8)}),
+             LX.llc_sentence([first, last], LX.Verdict(40.0, None, {"rho_with_modes": 0.9}))]
+    for text in texts:
+        assert text[0].isupper() and text.endswith(".") and ".." not in text, text
+    # the diagnostics of an undecided verdict stand after the sentence, not inside it
+    assert "undecided at these settings. Against the step-0 model the difference is 1.26 s.e." in texts[1]
+    assert "(against" not in texts[1]
 
 
 RULES = [
