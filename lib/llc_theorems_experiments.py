@@ -36,14 +36,7 @@ from .local_quadratic import LocalQuadratic, local_quadratics, local_quadratics_
 def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict:
     """The chapter "Insensitivity"'s parameters at ``profile``: the ladder and the models sampled here.
     ``smoke`` (profile ``paper``): with its ``smoke`` presets on top, the sizes a smoke run of it trains."""
-    chapter = load_chapter(REPO_ROOT / "chapters" / "insensitivity.md")
-    given = {"profile": profile, "seed": seed, "device": device}
-    if smoke:
-        if profile != "paper":
-            raise ValueError(f"the smoke sizes of the chapter 'Insensitivity' cut its paper profile; got profile "
-                             f"{profile!r}")
-        given = chapter.with_smoke(given)
-    return chapter.resolve(given)
+    return load_chapter(REPO_ROOT / "chapters" / "insensitivity.md").settings(profile, seed, device, smoke)
 
 
 # ---------------------------------------------------------------------------

@@ -58,14 +58,7 @@ def intro_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: boo
     ``smoke`` (with ``profile="paper"``): its ``smoke`` presets on top, the sizes a smoke run of the
     paper path cuts (``lowrank-book run intro --profile paper --smoke`` trains the same suite).
     """
-    intro = get_chapter("intro")
-    given = {"profile": profile, "seed": seed, "device": device}
-    if smoke:
-        if profile != "paper":
-            raise ValueError(f"the Introduction's smoke sizes cut its paper profile: profile must be 'paper' "
-                             f"(profile {profile!r})")
-        given = intro.with_smoke(given)
-    return intro.resolve(given)
+    return get_chapter("intro").settings(profile, seed, device, smoke)
 
 
 def book_streams(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False):

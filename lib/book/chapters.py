@@ -302,6 +302,17 @@ class Chapter:
                                  f"cut, and to what), and {self.declaration} declares none")
         return {**self.presets[SMOKE], **given}
 
+    def settings(self, profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict[str, Any]:
+        """The chapter's parameters at ``profile`` (its presets), as a later chapter replays them; ``smoke``
+        (profile ``paper`` only): its ``smoke`` presets on top (:meth:`with_smoke`)."""
+        given = {"profile": profile, "seed": seed, "device": device}
+        if smoke:
+            if profile != "paper":
+                raise ValueError(f"the smoke sizes of the chapter {self.id!r} cut its paper profile: profile must be "
+                                 f"'paper' (profile {profile!r})")
+            given = self.with_smoke(given)
+        return self.resolve(given)
+
     def resolve(self, given: dict[str, Any], *, library: bool = True) -> dict[str, Any]:
         """Check ``given`` and fill every ``None`` with the profile's preset.
 

@@ -316,3 +316,17 @@ def test_local_model_and_tokenizer_folders_are_checked_for_what_they_hold(tmp_pa
     (tmp_path / "tok" / "tokenizer.json").write_text("{}")
     assert tokenizer_folder_problem(str(tmp_path / "tok")) is None
     assert "is a file" in tokenizer_folder_problem(str(tmp_path / "tok" / "tokenizer.json"))
+
+
+def test_settings_are_the_presets_and_the_smoke_presets_on_top():
+    import pytest
+
+    from lib.book.chapters import get_chapter
+
+    intro = get_chapter("intro")
+    assert intro.settings("ci", 3) == intro.resolve({"profile": "ci", "seed": 3, "device": "auto"})
+    smoke = intro.settings("paper", 0, "cpu", smoke=True)
+    assert smoke == intro.resolve(intro.with_smoke({"profile": "paper", "seed": 0, "device": "cpu"}))
+    assert smoke != intro.settings("paper", 0, "cpu")
+    with pytest.raises(ValueError, match="'intro' cut its paper profile.*profile 'ci'"):
+        intro.settings("ci", 0, smoke=True)
