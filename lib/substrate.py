@@ -117,7 +117,9 @@ def model_source(hub_model: str = "suite", hub_revisions=(), *, profile: str = "
     on ``train_device``, default ``device``, or read from the cache), at the sizes ``model_sizes``
     (default: the Introduction's), its models loaded on ``device``. Otherwise a hub name or local
     directory at ``hub_revisions`` (:class:`lib.models.hub.ModelSeries` on ``device``, every revision
-    resolved before any work): one size, named ``hub_model``, whose steps are the revisions."""
+    resolved before any work): one size, named ``hub_model``, whose steps are the revisions. A GGUF
+    model (``smollm2-135m``, ``gemma3-270m``, ``gguf:<path>``) has the revisions ``init`` (its untrained
+    twin, drawn with ``seed``) and ``final`` (:mod:`lib.models.gguf_file`)."""
     if hub_model == "suite":
         train_device = device if train_device is None else train_device
         if train_device == "auto":
@@ -139,7 +141,7 @@ def model_source(hub_model: str = "suite", hub_revisions=(), *, profile: str = "
             encode=lambda s: tuple(int(t) for t in tok.encode(s)), decode=tok.decode,
             encode_documents=lambda docs: [np.asarray(t) for t in tok.encode_batch(docs)],
             tokenizer=tok, suite=suite, train=train, held=held)
-    series = ModelSeries(hub_model, hub_revisions, device=device)
+    series = ModelSeries(hub_model, hub_revisions, device=device, init_seed=seed)
     return ModelSource(
         str(hub_model), [hub_model], list(series.revisions),
         load=lambda size, step: series.load(step), model_id=lambda size, step: series.model_id(step),

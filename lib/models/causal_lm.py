@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..book.device import resolve_device
+from . import gguf_file
 
 GiB = 2**30
 HUB_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)?$")
@@ -373,8 +374,15 @@ class CausalLM:
     # -- loading ------------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, name_or_path, device="auto", dtype=None, local_files_only: bool | None = None,
-                        **kwargs) -> "CausalLM":
-        """Load a causal LM by hub name (``"EleutherAI/pythia-70m"``) or local directory.
+                        *, init_seed: int = 0, **kwargs) -> "CausalLM":
+        """Load a causal LM by hub name (``"EleutherAI/pythia-70m"``), local directory, or GGUF file.
+
+        * A GGUF model (:mod:`lib.models.gguf_file`): ``"gguf:<path>"`` (any GGUF file whose
+          architecture transformers' GGUF loader knows), ``"smollm2-135m"`` or ``"gemma3-270m"`` (the
+          files pinned packages install). ``revision``: ``"final"`` (default; the file's weights) or
+          ``"init"`` (the untrained twin drawn with ``init_seed``). Both are dequantised once into the
+          book's cache (:func:`lib.models.gguf_file.dequantised_dir`) and read from there; a missing
+          file, a file that is not GGUF and an architecture the loader does not know are refused first.
 
         * A local directory (e.g. one written by ``save_pretrained``, such as a checkpoint
           of the book's mini suite from :mod:`lib.models.mini_pythia`) is loaded with
@@ -394,6 +402,14 @@ class CausalLM:
 
         device = device if isinstance(device, torch.device) else resolve_device(device)
         name = os.fspath(name_or_path)
+        if gguf_file.is_gguf_name(name):
+            revision = gguf_file.check_revision(kwargs.pop("revision", None))
+
+            def fits(config, what=name):  # dequantised float32, held twice while it is written
+                n_params = estimate_param_count(config)
+                check_fits_in_memory(2 * 4 * n_params, "cpu", f"dequantising {what!r} ({n_params / 1e6:,.1f}M parameters)")
+
+            name = str(gguf_file.dequantised_dir(name, revision, seed=init_seed, check_memory=fits))
         path = Path(name).expanduser()
         is_local = path.exists()
         if is_local:

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from . import gguf_file
 from .causal_lm import HUB_NAME, CausalLM, ModelUnavailableError, hub_offline, hub_reachable
 
 
@@ -40,11 +41,20 @@ def resolve_model_source(name_or_path, revision: str | None = None, cache_dir=No
       is not there.
     * A hub name online: the name, with ``revision`` (and ``cache_dir``) passed on to
       ``from_pretrained``, which downloads that revision.
+    * A GGUF model (``"gguf:<path>"``, ``"smollm2-135m"``, ``"gemma3-270m"``; :mod:`lib.models.gguf_file`):
+      the name with ``{"revision": "init" | "final"}``, the file and the revision checked here.
     """
     if revision is not None and (not isinstance(revision, str) or not revision.strip()):
         raise ModelSourceError(f"parameter 'revision' must be None or a non-empty string (a branch, tag or commit); "
                                f"got {revision!r}")
     name = os.fspath(name_or_path)
+    if gguf_file.is_gguf_name(name):
+        try:
+            revision = gguf_file.check_revision(revision)
+        except gguf_file.GGUFError as err:
+            raise ModelSourceError(str(err)) from None
+        gguf_file.gguf_path(name)
+        return name, {"revision": revision}
     path = Path(name).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -93,6 +103,9 @@ def tokenizer_from(source: str, kwargs: dict):
     cached snapshot is read without the network."""
     from transformers import AutoTokenizer
 
+    if gguf_file.is_gguf_name(source):  # the tokenizer the GGUF file's header holds
+        path = gguf_file.gguf_path(source)
+        return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
     if Path(source).is_dir():
         kwargs = {"local_files_only": True}
     return AutoTokenizer.from_pretrained(source, **kwargs)
@@ -122,6 +135,9 @@ def model_config(name_or_path, revision: str | None = None):
     can be planned before anything is downloaded). ``ModelSourceError`` for any other model."""
     from transformers import AutoConfig, GPTNeoXConfig
 
+    if gguf_file.is_gguf_name(name_or_path):  # the GGUF header's (the same for both revisions)
+        path = gguf_file.gguf_path(name_or_path)
+        return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
     try:
         source, _ = resolve_model_source(name_or_path, revision, local_files_only=True)
         if Path(source, "config.json").is_file():
@@ -138,7 +154,14 @@ def model_config(name_or_path, revision: str | None = None):
 def hub_model_problem(name: str) -> str | None:
     """Why the chapter's ``hub_model`` cannot be read on this machine (offline, a hub name with no
     revision in the local Hugging Face cache), or None: the declaration's preflight, before any
-    kernel starts. Each revision is checked when :class:`ModelSeries` is made."""
+    kernel starts. Each revision is checked when :class:`ModelSeries` is made. A GGUF model
+    (:mod:`lib.models.gguf_file`): its file (installed, GGUF, an architecture transformers reads)."""
+    if gguf_file.is_gguf_name(name):
+        try:
+            gguf_file.gguf_path(name)
+        except (OSError, ValueError) as err:
+            return str(err)
+        return None
     if name == "suite" or Path(os.fspath(name)).expanduser().is_dir() or not hub_offline():
         return None
     from huggingface_hub import constants
@@ -162,15 +185,17 @@ class ModelSeries:
     offline machine without one of them fails at once, naming it, before any matrix is
     computed. ``encode`` maps text to token ids (no special tokens), ``decode`` back;
     ``load(revision)`` gives a :class:`lib.models.causal_lm.CausalLM`; ``model_id(revision)``
-    names it uniquely for the book's cache."""
+    names it uniquely for the book's cache. A GGUF model (:mod:`lib.models.gguf_file`) has the
+    revisions ``init`` (its untrained twin, drawn with ``init_seed``) and ``final``."""
 
     def __init__(self, name_or_path, revisions: Sequence[str], device="cpu", cache_dir=None,
-                 local_files_only: bool | None = None):
+                 local_files_only: bool | None = None, init_seed: int = 0):
         revisions = list(revisions) if revisions is not None else []
         if len(revisions) < 2 or len(set(revisions)) != len(revisions):
             raise ModelSourceError(f"parameter 'hub_revisions' must list at least two distinct revisions, step 0 "
                                    f"first and the final one last; got {revisions!r}")
         self.name, self.revisions, self.device = os.fspath(name_or_path), revisions, device
+        self.init_seed = init_seed
         self.sources = {r: resolve_model_source(self.name, r, cache_dir, local_files_only) for r in revisions}
         self.tokenizer = tokenizer_from(*self.sources[revisions[-1]])
 
@@ -184,9 +209,15 @@ class ModelSeries:
         if revision not in self.sources:
             raise ModelSourceError(f"revision {revision!r} is not one of this series' {self.revisions}")
         source, kwargs = self.sources[revision]
+        if gguf_file.is_gguf_name(source):
+            kwargs = kwargs | {"init_seed": self.init_seed}
         return CausalLM.from_pretrained(source, device=self.device, **kwargs)
 
     def model_id(self, revision: str) -> str:
+        if gguf_file.is_gguf_name(self.name):  # the file's content, and the twin's seed
+            rev = gguf_file.check_revision(revision)
+            sha = gguf_file.file_sha256(gguf_file.gguf_path(self.name))[:16]
+            return f"gguf-{sha}@{rev}" + (f"-seed{self.init_seed}" if rev == "init" else "")
         path = Path(self.name).expanduser()
         return f"{path.resolve() if path.exists() else self.name}@{revision}"
 
