@@ -214,9 +214,12 @@ def kl_ratio(L, row, width: int, r: int, usv=None) -> float:
 
 
 def truncation(L, r: int) -> np.ndarray:
-    """The rank-r truncated SVD of L (rows ≤ columns) as the projection of L onto the top-r eigenvectors of L Lᵀ:
-    U_r U_rᵀ L = U_r S_r V_rᵀ (Eckart–Young), at the cost of an |H| × |H| eigenproblem."""
+    """The rank-r truncated SVD of L as the projection of L onto the top-r eigenvectors of L Lᵀ:
+    U_r U_rᵀ L = U_r S_r V_rᵀ (Eckart–Young), at the cost of an |H| × |H| eigenproblem (the exact SVD where L has
+    more rows than columns)."""
     L = np.asarray(L, dtype=np.float64)
+    if L.shape[0] > L.shape[1]:
+        return lg.rank_r_approximation(lg.svd(L, "exact"), r)
     _, vecs = np.linalg.eigh(L @ L.T)
     P = vecs[:, ::-1][:, :r]
     return P @ (P.T @ L)
@@ -234,8 +237,9 @@ def row_kl(L, A, width: int) -> np.ndarray:
 RATIO_GAIN_RESOLUTION = 0.1
 """The smallest gain over a null that counts, for "a rank-r approximation beats the rank-1 baseline because of
 what the model learned": the gain is 1 − ratio(model) / ratio(null), the fraction of the null's KL ratio that the
-model removes, and a tenth of it is the smallest share this chapter reads as structure rather than as the
-spread between untrained models' ratios (Eckart–Young puts every ratio below 1)."""
+model removes. A tenth is the smallest share this chapter counts as structure the model learned: a stated
+convention, not a measured spread (Eckart–Young puts every ratio below 1, so only the comparison with a null
+means anything; the bootstrap then says whether the gain is measured at all)."""
 
 
 @dataclass

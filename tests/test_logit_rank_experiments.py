@@ -150,6 +150,8 @@ def test_truncation_and_row_kl_against_the_svd_and_average_kl():
     assert np.abs(lx.truncation(L, 3) - exact).max() < 1e-9
     dup = L[[0, 0, 1, 2, 3, 4, 5, 5, 6, 7]]                     # repeated rows, as a bootstrap draw has
     assert np.abs(lx.truncation(dup, 2) - lg.rank_r_approximation(lg.svd(dup, "exact"), 2)).max() < 1e-9
+    tall = L[:, :12]                                          # more rows than columns
+    assert np.abs(lx.truncation(tall, 3) - lg.rank_r_approximation(lg.svd(tall, "exact"), 3)).max() < 1e-9
     A = rng.normal(size=L.shape)
     per = lx.row_kl(L, A, 3)
     assert per.shape == (40,) and per.mean() == pytest.approx(lg.average_kl(L, A, 3), rel=1e-12)
