@@ -739,10 +739,11 @@ def real_model_heavy_steps(values: dict, held_before: float = 0.0) -> list:
     steps = [HeavyStep("the real models' forward passes", f"|H| = |F| = {n}, ≈{t_h:.0f} + {t_f:.0f} tokens; "
                        + "; ".join(what), peak, flops, "real_sizes or real_models")]
     n_mats = 2 * n_corpora + len(models) - 1
-    held = held_before + 2 * matrix_bytes(n, n, k) + 2 * FUTURE_GROUPS * 8.0 * n * n
+    groups = min(FUTURE_GROUPS, n)   # future_group_grams: at most one group per future
+    held = held_before + 2 * matrix_bytes(n, n, k) + 2 * groups * 8.0 * n * n
     work = (n_mats * (svd_flops(n, n * k, n) + 2.0 * n * n * n * k)
-            + n_mats * n_boot * (FUTURE_GROUPS * n * n + 10.0 * n ** 3))
+            + n_mats * n_boot * (groups * n * n + 10.0 * n ** 3))
     steps.append(HeavyStep("the real models' matrices, SVDs and α bootstraps",
-                           f"{n_mats} matrices at n = {n}, k = {k}, {n_boot} replicates of {FUTURE_GROUPS} future groups",
+                           f"{n_mats} matrices at n = {n}, k = {k}, {n_boot} replicates of {groups} future groups",
                            held, work, "real_sizes or real_bootstrap", host=True))
     return steps
