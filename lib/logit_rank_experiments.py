@@ -21,6 +21,7 @@ decide a finding:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -653,4 +654,212 @@ def heavy_steps(values: dict) -> list:
     generation = 2 * 3 * sum(matrix_flops(Hl, G, t_l, max(t, 1)) for t in range(m))
     steps.append(HeavyStep("LinGen's generation", f"|H| = {Hl}, G = {G} generations of {m} tokens",
                            forward_peak + min(lingen.LINGEN_BLOCK_BYTES, 8.0 * Hl * G * vocab), generation, "lingen_histories or lingen_targets"))
+    return steps + real_model_heavy_steps(values, held_before=held)
+
+
+# ---------------------------------------------------------------------------
+# A model no one here trained: SmolLM2-135M (and Gemma 3 270M) against an untrained twin
+# ---------------------------------------------------------------------------
+
+REAL_MODELS = ("smollm2-135m", "gemma3-270m")     # the GGUF models of lib.models.gguf_file
+REAL_CORPORA = ("package-descriptions", "none")   # the second corpus of the real-model section
+# App. A.1.2, Fig. 6 (n ≈ 10^4, literal reading as the appendix states it) and Fig. 2 (OLMo-7b)
+PAPER_ALPHA = {"OLMo-1b": 0.561, "Gemma-1b": 0.565, "Llama-1b": 0.573, "Mamba-1.4b": 0.563, "OLMo-7b": 0.536,
+               "OLMo-1b (step 0)": 0.374}
+# The two GGUF models' shapes, from their files' headers (tested against lib.models.hub.model_config, which reads the
+# whole header and takes tens of seconds): what `lowrank-book plan` prices without opening the files.
+REAL_SHAPES = {
+    "smollm2-135m": ("llama", {"hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9,
+                               "num_hidden_layers": 30, "num_key_value_heads": 3, "vocab_size": 49152,
+                               "tie_word_embeddings": True}),
+    "gemma3-270m": ("gemma3_text", {"hidden_size": 640, "intermediate_size": 2048, "num_attention_heads": 4,
+                                    "num_hidden_layers": 18, "num_key_value_heads": 1, "vocab_size": 262144,
+                                    "tie_word_embeddings": True}),
+}
+ALPHA_TRANSITION = 0.5   # Fact A.1: above it a fixed rank reaches a fixed relative Frobenius error
+FUTURE_GROUPS = 40       # groups of futures resampled by the bootstraps of this section
+
+
+def package_description_documents(min_chars: int = 2000) -> list[str]:
+    """A second offline corpus of real text: the long descriptions (README prose) of the Python
+    distributions installed beside the book, one document each, sorted by distribution name, those of at
+    least ``min_chars`` characters after fenced code blocks and lines of markup (HTML, badges, tables,
+    reST directives) are dropped. Same environment, same documents."""
+    import importlib.metadata as md
+
+    markup = re.compile(r"^\s*(<|\[!\[|\||\.\. |:[a-z]+:|[=\-~*#^]{4,}\s*$|!\[)")
+    docs = {}
+    for dist in md.distributions():
+        meta = dist.metadata
+        name = (meta.get("Name") or "").lower()
+        body = meta.get_payload() or meta.get("Description") or ""
+        if not name or name in docs or not isinstance(body, str):
+            continue
+        body = re.sub(r"```.*?```", "\n", body, flags=re.S)
+        kept = "\n".join(line for line in body.splitlines() if not markup.match(line))
+        kept = re.sub(r"\n{3,}", "\n\n", kept).strip()
+        if len(kept) >= min_chars:
+            docs[name] = kept
+    return [docs[k] for k in sorted(docs)]
+
+
+def common_spans(spans, encoders: Sequence[Callable], max_tokens: int, n: int) -> tuple[list[int], list[int]]:
+    """Indices of the first ``n`` histories and the first ``n`` futures of a character draw
+    (:func:`lib.logits.sample_spans`) that every tokenizer in ``encoders`` maps to between 1 and
+    ``max_tokens`` tokens, so that every model reads the same text."""
+    def ok(texts):
+        return [i for i, t in enumerate(texts) if all(0 < len(enc(t)) <= max_tokens for enc in encoders)][:n]
+    return ok(spans.histories), ok(spans.futures)
+
+
+@dataclass
+class AlphaBootstrap:
+    """α of one matrix (both readings of App. A.1.1) with its bootstrap replicates
+    (:func:`alpha_bootstrap`)."""
+    alpha: dict[str, float]
+    replicates: dict[str, np.ndarray]
+
+    def se(self, reading: str) -> float:
+        return float(np.std(self.replicates[reading], ddof=1))
+
+
+def gram_alpha(gram) -> dict[str, float]:
+    """Both readings of α (:func:`lib.logits.fit_power_law`) from the Gram matrix L Lᵀ: the singular values
+    of L are the square roots of its eigenvalues (the fit is blind to their common scale)."""
+    ev = torch.linalg.eigvalsh(lg.as_tensor(gram)).numpy()
+    s = np.sqrt(np.clip(ev, 0.0, None))
+    return {r: lg.fit_power_law(s, r).alpha for r in READINGS}
+
+
+def alpha_bootstrap(mats: Sequence, width: int, n_boot: int, seed: int = 0,
+                    n_groups: int = FUTURE_GROUPS) -> list[AlphaBootstrap]:
+    """α of each matrix in ``mats`` (same histories, same futures: blocks of ``width`` columns), with
+    ``n_boot`` bootstrap replicates that resample ``n_groups`` contiguous groups of futures with
+    replacement, the same draw for every matrix, so that differences between them are paired.
+
+    The histories are not resampled: a row drawn twice leaves L rank-deficient, and its spectrum, which is
+    what α reads, would collapse at the tail. A replicate's Gram matrix is Σ_g w_g L_g L_gᵀ
+    (:func:`future_group_grams`, w the multinomial counts), so each costs one n × n eigenproblem."""
+    if n_boot < 2:
+        raise lg.LogitsError(f"parameter 'n_boot' must be at least 2; got {n_boot}")
+    grams = [future_group_grams(M, width, n_groups) for M in mats]
+    groups = len(grams[0])
+    if any(len(g) != groups for g in grams):
+        raise lg.LogitsError("the matrices must hold the same number of futures")
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(groups, np.full(groups, 1 / groups), size=n_boot).astype(float)
+    out = []
+    for g in grams:
+        reps = [gram_alpha(np.tensordot(w, g, axes=1)) for w in weights]
+        out.append(AlphaBootstrap(gram_alpha(g.sum(0)),
+                                  {r: np.array([x[r] for x in reps]) for r in READINGS}))
+    return out
+
+
+@dataclass
+class IntervalDecision:
+    """A finding "value above (or below) ``threshold``" decided from value ± z*·se
+    (:func:`decide_against`): ``reproduces`` True when the whole interval is on the claimed side, False
+    when it is on the other side, None (undecided, with ``reason``) when it holds the threshold."""
+    value: float
+    se: float
+    threshold: float
+    side: str
+    z_star: float
+    reproduces: bool | None
+    reason: str | None
+
+    @property
+    def z(self) -> float:
+        """(value − threshold) / se: the distance from the threshold in standard errors."""
+        return (self.value - self.threshold) / self.se if self.se > 0 else float("inf") * np.sign(self.value - self.threshold)
+
+
+def decide_against(value: float, se: float, threshold: float, side: str, z_star: float | None = None) -> IntervalDecision:
+    """The rule of the real-model findings: a finding "value is ``side`` (``"above"`` or ``"below"``)
+    ``threshold``" reproduces when value ∓ z*·se is on that side, does not reproduce when value ± z*·se is
+    on the other side, and is undecided otherwise; z* = :data:`lib.book.Z_FINDING` (3) unless given.
+    The claim's check (at_least / at_most ``threshold``) then agrees with the decision on its value."""
+    from .book import Z_FINDING
+
+    z_star = Z_FINDING if z_star is None else z_star
+    if side not in ("above", "below"):
+        raise lg.LogitsError(f"parameter 'side' must be 'above' or 'below'; got {side!r}")
+    if not (np.isfinite(value) and np.isfinite(se)) or se < 0:
+        raise lg.LogitsError(f"value and se must be finite with se ≥ 0; got {value!r} ± {se!r}")
+    lower, upper = value - z_star * se, value + z_star * se
+    if lower > threshold:
+        decided = side == "above"
+    elif upper < threshold:
+        decided = side == "below"
+    else:
+        return IntervalDecision(value, se, threshold, side, z_star, None,
+                                f"{value:.3f} ± {z_star:g} s.e. ({se:.3f}) = [{lower:.3f}, {upper:.3f}] holds {threshold:g}")
+    return IntervalDecision(value, se, threshold, side, z_star, decided, None)
+
+
+def kl_per_history(L, A, width: int) -> np.ndarray:
+    """For each row h: the mean over the futures f of KL(softmax L_{h,f} ‖ softmax A_{h,f}), each block of
+    ``width`` columns a distribution (Def 3.1 before its average over histories)."""
+    L = np.asarray(L, dtype=np.float64)
+    A = np.asarray(A, dtype=np.float64)
+    n, m = L.shape
+    P = torch.log_softmax(lg.as_tensor(L.reshape(n, m // width, width)), -1)
+    Q = torch.log_softmax(lg.as_tensor(A.reshape(n, m // width, width)), -1)
+    return (P.exp() * (P - Q)).sum(-1).mean(-1).numpy()
+
+
+def paired_difference(a, b) -> tuple[float, float]:
+    """mean(a − b) over paired observations and its standard error sd(a − b)/√n."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def real_model_config(name: str):
+    """The transformers config of one of :data:`REAL_MODELS` for planning, built from :data:`REAL_SHAPES`."""
+    from transformers import AutoConfig
+
+    model_type, shape = REAL_SHAPES[name]
+    return AutoConfig.for_model(model_type, **shape)
+
+
+def real_model_heavy_steps(values: dict, held_before: float = 0.0) -> list:
+    """The heavy steps of the section "A model no one here trained" (:func:`heavy_steps` appends them):
+    the forward passes of L_{M,k} for the first of ``real_models`` trained and untrained on each corpus at
+    n = max(real_sizes), its nonsense futures at real_angle_rows, every other model trained on the book's
+    corpus; and the matrices held with their SVDs and the bootstrap's eigenproblems, on top of the
+    ``held_before`` bytes the chapter's earlier sections still hold."""
+    models = list(values.get("real_models") or [])
+    if not models:
+        return []
+    k, n = values["k"], max(values["real_sizes"])
+    na, n_boot = values["real_angle_rows"], values["real_bootstrap"]
+    n_corpora = 1 + (values["real_corpus"] != "none")
+    mean_chars = (values["real_span_min_chars"] + values["real_span_max_chars"]) / 2
+    t_h = min(values["max_span_tokens"], max(1.0, mean_chars / CHARS_PER_TOKEN))
+    t_f = min(values["max_span_tokens"], max(1.0, (values["real_span_max_chars"] - values["real_span_min_chars"]) / 2
+                                              / CHARS_PER_TOKEN))
+    flops, peak, what = 0.0, 0.0, []
+    for j, name in enumerate(models):
+        cfg = real_model_config(name)
+        # history reuse, and (until Llama runs its last layer at the last position only) logits at every position
+        full_logits = extended_matrix_flops(cfg, n, n, t_h, t_f) + n * n * max(t_f - 1, 0) * 2.0 * cfg.hidden_size * cfg.vocab_size
+        if j == 0:
+            flops += 2 * n_corpora * full_logits + 2 * (full_logits * (na / n) ** 2)
+            what.append(f"{name} trained and untrained, {n_corpora} corpora, nonsense futures at {na}")
+        else:
+            flops += full_logits
+            what.append(f"{name} trained")
+        peak = max(peak, 2 * 4.0 * estimate_param_count(cfg) + DEFAULT_BATCH_TOKENS * (16 * cfg.hidden_size
+                                                                                      + cfg.vocab_size) * 4.0)
+    steps = [HeavyStep("the real models' forward passes", f"|H| = |F| = {n}, ≈{t_h:.0f} + {t_f:.0f} tokens; "
+                       + "; ".join(what), peak, flops, "real_sizes or real_models")]
+    n_mats = 2 * n_corpora + len(models) - 1
+    groups = min(FUTURE_GROUPS, n)   # future_group_grams: at most one group per future
+    held = held_before + 2 * matrix_bytes(n, n, k) + 2 * groups * 8.0 * n * n
+    work = (n_mats * (svd_flops(n, n * k, n) + 2.0 * n * n * n * k)
+            + n_mats * n_boot * (groups * n * n + 10.0 * n ** 3))
+    steps.append(HeavyStep("the real models' matrices, SVDs and α bootstraps",
+                           f"{n_mats} matrices at n = {n}, k = {k}, {n_boot} replicates of {groups} future groups",
+                           held, work, "real_sizes or real_bootstrap", host=True))
     return steps
