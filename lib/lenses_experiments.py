@@ -204,6 +204,8 @@ RESOLUTION = {
     "llc": 1.0,        # λ̂: a regular parameter adds 1/2, so 1 is two parameters' worth of complexity
 }
 GEOMETRY_LEVEL = 0.01            # the NTP chapter's permutation level for the word geometry
+NO_NULL_FOR_HUB = ("no learned-nothing model is trained beside a hub model (its training recipe is not the "
+                   "book's), so the run cannot tell learned structure from what a shuffled stream gives")
 
 
 def effect_record(effect) -> dict:
@@ -234,7 +236,7 @@ def learned_verdict(trained, null, *, null_missing: str | None = None, detail: d
     if trained.reproduces is None:
         return Verdict(trained.estimate, f"the trained model: {trained.reason}", detail)
     if null is None:
-        return Verdict(trained.estimate, null_missing or "there is no learned-nothing model to compare with", detail)
+        return Verdict(trained.estimate, null_missing or NO_NULL_FOR_HUB, detail)
     if null.reproduces is True:
         return Verdict(-null.lower, None, detail)
     if null.reproduces is None:
@@ -446,7 +448,7 @@ def geometry_verdicts(study: LensStudy, first: Reading, last: Reading, *, level:
     if p > level:                                    # the trained model does not show it
         out["words"].value = level - p
     elif null_p is None:
-        out["words"].value, out["words"].undecided = level - p, "there is no learned-nothing model to compare with"
+        out["words"].value, out["words"].undecided = level - p, NO_NULL_FOR_HUB
     elif null_p <= level:                            # the shuffled-trained model shows it too
         out["words"].value = min(null_p - level, -np.finfo(float).tiny)
     else:
@@ -553,10 +555,6 @@ def lens_models(*, profile: str, seed: int, model_size: str, hub_model: str = "s
     vocab = source.load(hub_model, source.steps[-1]).vocab_size
     return LensModels(str(hub_model), source.steps, lambda step: source.load(hub_model, step), np.concatenate(docs),
                       offsets, int(vocab), source.decode, None)
-
-
-NO_NULL_FOR_HUB = ("no learned-nothing model is trained beside a hub model (its training recipe is not the "
-                   "book's), so the run cannot tell learned structure from what a shuffled stream gives")
 
 
 def null_conditionals(models: LensModels, study: "LensStudy", k: int | None = None) -> np.ndarray | None:

@@ -262,3 +262,29 @@ def test_sentences_follow_the_verdicts():
     text = LX.geometry_sentence(first, last, geo, null)
     assert "L^mm" not in text and "NTP-SVM solution" in text and "shuffled-trained model: 0.10" in text
     assert text[0].isupper() and text.endswith(".")
+
+
+# ----- the learned-nothing model's readings
+
+def test_null_conditionals_read_every_checkpoint_of_the_null_on_the_studys_histories():
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lib import lenses as LZ
+    from lib.models.causal_lm import CausalLM
+    from lib.models.mini_pythia import mini_pythia_config
+
+    def lm(seed):
+        torch.manual_seed(seed)
+        return CausalLM(AutoModelForCausalLM.from_config(mini_pythia_config("p-tiny", 8, 16)), "cpu")
+    nets = {0: lm(0), 5: lm(1)}
+    null = SimpleNamespace(steps=[0, 5], load=lambda step=None: nets[5 if step is None else step])
+    view = SimpleNamespace(histories=[(1, 2), (3, 4), (2, 2)])
+    table = LZ.symbol_table(np.array([1, 2, 3, -1]), 8)
+    study = SimpleNamespace(views={2: view}, long_k=2, table=table)
+    out = LX.null_conditionals(SimpleNamespace(null=null), study)
+    assert out.shape == (2, 3, 4) and np.allclose(out.sum(-1), 1)
+    for i, step in enumerate(null.steps):
+        assert np.allclose(out[i], LZ.model_conditional(nets[step], view.histories, 1, table))
+    assert LX.null_conditionals(SimpleNamespace(null=None), study) is None
+    assert LX.read_null(SimpleNamespace(null=None), study, n_perm=10, seed=0, llc_settings=None) is None
