@@ -377,12 +377,13 @@ def learning_order(steps, modes: Modes, conditionals, level: float, n_boot: int,
 # ----- Lens 2 and 3: alignment and geometry
 
 def _alignment_effects(study: LensStudy, logits_model, logits_step0, *, n_boot: int, null_trials: int, seed: int,
-                       resolution: float, against_corpus: bool) -> tuple[dict, dict]:
+                       resolution: float, against_corpus: bool, n_groups: int | None = None) -> tuple[dict, dict]:
     q, r = study.long.q_x, study.align_rank
+    groups = {} if n_groups is None else {"n_groups": n_groups}
     data = history_dependent(study.long.conditional, q)
     model, start = history_dependent(logits_model, q), history_dependent(logits_step0, q)
     vs0 = overlap_against_control((model, data), (start, data), 1, r, n_boot=n_boot, null_trials=null_trials,
-                                  seed=seed)
+                                  seed=seed, **groups)
     effects = {"step-0 model": decide_effect(vs0.difference, vs0.se, resolution=resolution),
                "random subspaces": decide_effect(vs0.test - vs0.null_mean, vs0.null_sd, resolution=resolution)}
     detail = {"overlap": vs0.test, "step0_overlap": vs0.control, "random_mean": vs0.null_mean,
@@ -390,7 +391,7 @@ def _alignment_effects(study: LensStudy, logits_model, logits_step0, *, n_boot: 
     if against_corpus:
         shuffled = history_dependent(study.shuffled, q)
         vsc = overlap_against_control((model, data), (model, shuffled), 1, r, n_boot=n_boot, null_trials=null_trials,
-                                      seed=seed + 1)
+                                      seed=seed + 1, **groups)
         effects["shuffled corpus"] = decide_effect(vsc.difference, vsc.se, resolution=resolution)
         detail["shuffled_overlap"] = vsc.control
     return effects, detail
@@ -403,15 +404,19 @@ def alignment_verdict(study: LensStudy, first: Reading, last: Reading, *, n_boot
     The overlap is the mean cosine of the principal angles between the top-r history subspaces of the
     history-dependent parts of L_M(H, F) and of q (rank ``study.align_rank``). The trained model's
     effect is its overlap minus (i) the step-0 model's, (ii) its own overlap with the shuffled corpus's
-    conditional (paired bootstraps over histories and futures,
-    :func:`lib.logit_rank_experiments.overlap_against_control`) and (iii) the mean overlap of random
+    conditional (bootstraps over histories and groups of futures,
+    :func:`lib.logit_rank_experiments.overlap_against_control`, paired: as many groups as the data has
+    columns, so one draw serves all four matrices) and (iii) the mean overlap of random
     subspaces (s.e. their s.d.), each decided by :func:`lib.book.decide_effect` and read together by
     :func:`all_of`. The learned-nothing model (``null``, trained on the shuffled stream; its logits
     kept) gets effects (i) and (iii); combined by :func:`learned_verdict`. ``value`` in mean cosine."""
     if first.logits is None or last.logits is None or (null is not None and null.logits is None):
         raise LensesError("the first, last (and null) readings must keep their logit matrices (keep_logits=True)")
+    # one draw of future groups for all four matrices (the comparison is paired only when their group counts
+    # agree): as many groups as the data's conditional has columns, at most overlap_against_control's 40
+    n_groups = min(40, np.asarray(study.long.conditional).shape[1])
     effects, detail = _alignment_effects(study, last.logits, first.logits, n_boot=n_boot, null_trials=null_trials,
-                                         seed=seed, resolution=resolution, against_corpus=True)
+                                         seed=seed, resolution=resolution, against_corpus=True, n_groups=n_groups)
     detail["effects"] = {k: effect_record(e) for k, e in effects.items()}
     detail["z"] = {k: e.estimate / e.se if e.se > 0 else float("inf") * np.sign(e.estimate)
                    for k, e in effects.items()}
@@ -419,7 +424,7 @@ def alignment_verdict(study: LensStudy, first: Reading, last: Reading, *, n_boot
     if null is not None:
         n_eff, n_detail = _alignment_effects(study, null.logits, first.logits, n_boot=n_boot,
                                              null_trials=null_trials, seed=seed, resolution=resolution,
-                                             against_corpus=False)
+                                             against_corpus=False, n_groups=n_groups)
         detail["null_overlap"] = n_detail["overlap"]
         detail["null_effects"] = {k: effect_record(e) for k, e in n_eff.items()}
         # the null shows the effect only if it beats step 0 and random subspaces both

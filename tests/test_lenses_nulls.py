@@ -148,10 +148,11 @@ def test_alignment_both_ways():
     too = LX.alignment_verdict(study, reading(0, logits=unrelated), reading(1, logits=carried),
                                null=reading("s", logits=carried), **kw)
     assert too.reproduces is False
-    # identical first and last models: a difference of 0 against step 0, ruled out at 3 s.e.: does not reproduce
+    # identical first and last models: a difference of 0 ± 0 (the bootstrap is paired), does not reproduce
     same = LX.alignment_verdict(study, reading(0, logits=unrelated), reading(1, logits=unrelated),
                                 null=reading("s", logits=unrelated), **kw)
     assert same.reproduces is False and same.detail["effects"]["step-0 model"]["estimate"] == 0
+    assert same.detail["effects"]["step-0 model"]["se"] == 0
     # rows permuted: the history structure is gone, and so is the finding
     perm = np.random.default_rng(3).permutation(len(carried))
     assert LX.alignment_verdict(study, reading(0, logits=unrelated), reading(1, logits=carried[perm]),
