@@ -755,7 +755,10 @@ def dial_chunk(*, n_betas: int, n_targets: int, chains: int, draws: int, snapsho
 
 def _grid_in_chunks(model: nn.Module, rows, W, chunk: int, *, chains: int, workdir, return_traces: bool, **kw) -> dict:
     """:func:`grid_chains` over chain indices 0..chains − 1 in chunks of ``chunk``, joined along the chain axis
-    (each chunk its own resumable ``workdir/chunk<j>``); R̂ over every chain, from the joined traces."""
+    (each chunk its own resumable ``workdir/chunk<j>``, its finished run kept there as ``run.pkl``); R̂ over every
+    chain, from the joined traces."""
+    import pickle
+
     runs = []
     for j, a in enumerate(range(0, chains, chunk)):
         ids = list(range(a, min(chains, a + chunk)))
@@ -763,8 +766,14 @@ def _grid_in_chunks(model: nn.Module, rows, W, chunk: int, *, chains: int, workd
         if workdir is not None:
             wd = Path(workdir) / f"chunk{j}"
             wd.mkdir(parents=True, exist_ok=True)
+            if (wd / "run.pkl").exists():
+                runs.append(pickle.loads((wd / "run.pkl").read_bytes()))
+                continue
         runs.append(grid_chains(model, rows, W, chains=len(ids), chain_ids=ids, noise_chains=chains, workdir=wd,
                                 return_traces=True, **kw))
+        if wd is not None:
+            (wd / "run.pkl").write_bytes(pickle.dumps(runs[-1]))
+            (wd / "resume.pt").unlink(missing_ok=True)
     axis = {"per_chain": 2, "first_bad": 2, "sep_all": 2, "grad_q": 1, "delta": 2, "lipschitz": 2, "gap": 2,
             "ess": 2, "positions": 2, "traces": 2}
     out = dict(runs[0])

@@ -623,3 +623,16 @@ def test_chunk_sizes_against_a_count_by_hand(monkeypatch):
     with pytest.raises(MemoryError, match="one chain of the dial"):
         th.dial_chunk(n_betas=2, n_targets=3, chains=7, draws=50, snapshots=2, n_params=1000, histories=10,
                       n_cols=4, measure=True, device="cpu")
+
+
+def test_the_dial_in_chunks_resumes_chunk_by_chunk(ladder, small_model, tmp_path):
+    rows, W = th.history_data(ladder, [1, ladder.modes.rank], 300, seed=0)
+    kw = dict(nbetas=[30.0], gamma=100.0, eps=[1e-4], chains=4, draws=12, burn_in=4, seed=5, device="cpu",
+              chunk_chains=2)
+    first = th.grid_chains(small_model, rows, W, workdir=tmp_path, **kw)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chunk0", "chunk1"]
+    assert all((tmp_path / c / "run.pkl").exists() and not (tmp_path / c / "resume.pt").exists()
+               for c in ("chunk0", "chunk1"))
+    (tmp_path / "chunk1" / "run.pkl").unlink()                   # the second chunk to run again
+    again = th.grid_chains(small_model, rows, W, workdir=tmp_path, **kw)
+    np.testing.assert_array_equal(again["per_chain"], first["per_chain"])
