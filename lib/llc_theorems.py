@@ -47,7 +47,9 @@ What this module holds (mathematics only):
 
 * the coupled data and losses: :func:`coupled_data`, :func:`weighted_pairs`, :func:`history_data`
   (the per-history loss itself is :func:`lib.conditional_models.history_nll`), :func:`population_data`;
-* curvature and §8's critical points: :func:`curvature`, :func:`critical_points`;
+* curvature and §8's critical points: :func:`curvature` (Theorem 7.4's M by Lanczos), :func:`curvature_trace`
+  (the trace nβ tr(H)/(2γ) that λ̂ approaches when nβM < γ, by Hutchinson), :func:`critical_points`, all on
+  Hessian-vector products (:mod:`lib.hessian`), never a dense Hessian;
 * Theorems 7.3–7.4 as derived above: :func:`separation_bound`, :func:`contraction`,
   :func:`llc_difference_bound`, and their constants measured along a run
   (:func:`measure_constants`, :func:`one_step_violations`, :func:`lemma_ratios`);
@@ -75,7 +77,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import llc, sgld
+from . import hessian, llc, sgld
 from .batched_gemm import ProbedLayouts
 from .book import cache
 from .book.device import resolve_device, torch_threads
@@ -127,29 +129,38 @@ def curvature(model: nn.Module, loss_fn, data, w: torch.Tensor | None = None, to
               smallest: bool = False) -> Curvature:
     """Hessian extremes and gradient norm of mean ``loss_fn(model, data)`` at ``w`` (default the
     model's parameters; a flat vector in ``model.parameters()`` order), in the model's dtype.
-    Hessian-vector products are forward-over-reverse (``torch.func.jvp`` of ``grad``)."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
-
+    Hessian-vector products are forward-over-reverse (``torch.func.jvp`` of ``grad``), the extremes by Lanczos
+    (:func:`lib.hessian.top_eigenvalues`, seed 0)."""
     f, w0 = flat_loss(model, loss_fn, data)
     w = w0 if w is None else w.to(w0)
     g = torch.func.grad(f)(w)
-    grad_f = torch.func.grad(f)
-
-    def hvp(v):
-        t = torch.as_tensor(np.asarray(v).ravel(), dtype=w.dtype)
-        return torch.func.jvp(grad_f, (w,), (t,))[1].detach().numpy().astype(np.float64)
-
+    loss, point = (lambda p: f(p["w"])), {"w": w.detach()}
     d = w.numel()
-    v0 = np.random.default_rng(0).standard_normal(d)
     if d <= 2:
-        H = np.stack([hvp(e) for e in np.eye(d)])
+        op = hessian.HessianOperator(loss, point)
+        H = np.stack([op.matvec(e) for e in np.eye(d)])
         ev = np.linalg.eigvalsh(0.5 * (H + H.T))
         top, low = float(ev[np.argmax(np.abs(ev))]), float(ev[0])
     else:
-        op = LinearOperator((d, d), matvec=hvp, dtype=np.float64)
-        top = float(eigsh(op, k=1, which="LM", v0=v0, tol=tol, return_eigenvectors=False)[0])
-        low = float(eigsh(op, k=1, which="SA", v0=v0, tol=tol, return_eigenvectors=False)[0]) if smallest else None
+        top = float(hessian.top_eigenvalues(loss, point, k=1, which="LM", seed=0, tol=tol)[0])
+        low = float(hessian.top_eigenvalues(loss, point, k=1, which="SA", seed=0, tol=tol)[0]) if smallest else None
     return Curvature(top, abs(top), float(torch.linalg.norm(g)), low)
+
+
+def curvature_trace(model: nn.Module, loss_fn, data, *, nbeta: float, gamma: float, samples: int = 64, seed: int = 0,
+                    w: torch.Tensor | None = None) -> tuple[float, float]:
+    """(nβ tr(H) / 2γ, its standard error) with H the Hessian of mean ``loss_fn(model, data)`` at ``w`` (default
+    the model's parameters): the value λ̂'s first sum approaches when nβ‖H‖ < γ (module docstring, the
+    curvature-trace regime), tr H by Hutchinson's estimator over ``samples`` Rademacher vectors from ``seed``
+    (:func:`lib.hessian.hutchinson_trace`)."""
+    for name, v in (("nbeta", nbeta), ("gamma", gamma)):
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+            raise ValueError(f"parameter '{name}' must be a positive number; got {v!r}")
+    f, w0 = flat_loss(model, loss_fn, data)
+    point = {"w": (w0 if w is None else w.to(w0)).detach()}
+    trace, se = hessian.hutchinson_trace(lambda p: f(p["w"]), point, samples=samples, seed=seed)
+    scale = nbeta / (2 * gamma)
+    return scale * trace, scale * se
 
 
 # ---------------------------------------------------------------------------

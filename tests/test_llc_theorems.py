@@ -636,3 +636,20 @@ def test_the_dial_in_chunks_resumes_chunk_by_chunk(ladder, small_model, tmp_path
     (tmp_path / "chunk1" / "run.pkl").unlink()                   # the second chunk to run again
     again = th.grid_chains(small_model, rows, W, workdir=tmp_path, **kw)
     np.testing.assert_array_equal(again["per_chain"], first["per_chain"])
+
+
+def test_curvature_trace_matches_the_dense_hessian_and_the_prior_dominated_llc(ladder, small_model):
+    """nβ tr(H)/2γ by Hutchinson against the dense Hessian's trace (within 4 exact standard errors), and against
+    quadratic_llc's curvature part where nβ‖H‖ ≪ γ (g = 0: ½ Σ nβh/(nβh + γ) → nβ tr H / 2γ)."""
+    rows, W = th.history_data(ladder, [ladder.modes.rank], 300, seed=0)
+    f, w0 = lq.flat_loss(small_model, cm.history_nll, (rows, W[0]))
+    H = torch.autograd.functional.hessian(f, w0).numpy()
+    nbeta, gamma, samples = 10.0, 1e5, 300
+    est, se = th.curvature_trace(small_model, cm.history_nll, (rows, W[0]), nbeta=nbeta, gamma=gamma, samples=samples)
+    scale = nbeta / (2 * gamma)
+    exact_se = scale * np.sqrt(2 * (np.sum(H ** 2) - np.sum(np.diag(H) ** 2)) / samples)
+    assert abs(est - scale * np.trace(H)) < 4 * exact_se and 0.7 < se / exact_se < 1.3
+    h = np.linalg.eigvalsh(H)
+    assert scale * np.trace(H) == pytest.approx(lq.quadratic_llc(h, 0 * h, nbeta=nbeta, gamma=gamma), rel=1e-3)
+    with pytest.raises(ValueError, match="'gamma'"):
+        th.curvature_trace(small_model, cm.history_nll, (rows, W[0]), nbeta=1.0, gamma=0.0)
