@@ -173,10 +173,25 @@ class TaylorQuadratic:
         return float(np.max(np.abs(self.eigenvalues)))
 
     def hvp(self, k: int):
-        """(R, d) → (R, d): H_k u for a batch of u (forward-over-reverse, vmapped over the batch)."""
-        grad_f = torch.func.grad(self.losses[k])
-        w0 = self.w0
-        return torch.func.vmap(lambda u: torch.func.jvp(grad_f, (w0,), (u,))[1])
+        """(R, d) → (R, d): H_k u for a batch of u: the gradient's graph at w* built once, and each batch one
+        batched backward through it (double backward, ``is_grads_batched``); where an operation has no double
+        backward, forward-over-reverse (``torch.func.jvp`` of ``grad``) vmapped over the batch. The two agree to
+        rounding."""
+        f, w0 = self.losses[k], self.w0
+        try:
+            with torch.enable_grad():
+                w = w0.clone().requires_grad_(True)
+                g = torch.autograd.grad(f(w), w, create_graph=True)[0]
+
+            def batched(U):
+                with torch.enable_grad():
+                    return torch.autograd.grad(g, w, grad_outputs=U, is_grads_batched=True, retain_graph=True)[0]
+
+            batched(torch.zeros(1, w0.numel(), dtype=w0.dtype, device=w0.device))
+            return batched
+        except RuntimeError:
+            grad_f = torch.func.grad(f)
+            return torch.func.vmap(lambda u: torch.func.jvp(grad_f, (w0,), (u,))[1])
 
     def predict(self, *, nbetas, gamma: float, eps: float, burn_in: int, draws: int, chains: int,
                 seed: int) -> np.ndarray:
