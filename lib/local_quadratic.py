@@ -109,11 +109,11 @@ def local_quadratics(model: nn.Module, datas, max_dimension: int = 6000, loss_fn
     return LocalQuadratic(np.array(eigenvalues), np.array(gradient))
 
 
-DENSE_LIMIT = 4000
+DENSE_LIMIT = 3500
 """Parameters above which the chapter's quadratic model takes the Hessian-vector path: the crossover measured
 by ``benchmarks/bench_local_quadratic.py`` (benchmarks/README.md, HISTORY.md): at 5 β × 8 chains × 1000 steps
-per target the dense form took 0.12, 0.23, 0.86 and 1.14 of the Hessian-vector path's time at d = 986, 2210,
-3842 and 4658 (its d³ eigendecomposition overtaking): they cross near 4,200; every ci model stays dense."""
+per target the dense form took 0.32, 0.77 and 1.29 times the Hessian-vector path's time at d = 2210, 3026 and
+3842 (its d³ eigendecomposition overtaking): they cross near 3,500; every ci model stays dense."""
 
 
 def taylor_chains(hvp, gradient: torch.Tensor, *, nbetas, gamma: float, eps: float, chains: int, draws: int,
