@@ -8,7 +8,8 @@ The tree shows the architecture:
   :mod:`lib.perturbation`, :mod:`lib.empirical_modes` (modes of real text), :mod:`lib.llc` with
   :mod:`lib.known_llc` (learning coefficients), :mod:`lib.sgld` with :mod:`lib.batched_gemm` (the one
   SGLD sampler), :mod:`lib.conditional_models`, :mod:`lib.insensitivity`, :mod:`lib.llc_theorems`,
-  :mod:`lib.local_quadratic`, :mod:`lib.position_llc`, :mod:`lib.logits`, :mod:`lib.isan`,
+  :mod:`lib.local_quadratic` with :mod:`lib.hessian` (Hessian-vector products, Lanczos, Hutchinson),
+  :mod:`lib.position_llc`, :mod:`lib.logits`, :mod:`lib.isan`,
   :mod:`lib.ntp_data` and :mod:`lib.ntp`, :mod:`lib.lenses`, and :mod:`lib.substrate` (the
   Introduction's corpus → tokenizer → mini-Pythia pipeline, replayed for later chapters);
 * each chapter's studies, verdicts, sentences and heavy steps: ``lib.<chapter>_experiments``

@@ -724,8 +724,8 @@ def heavy_steps(values: dict) -> list:
     llc_ctx = min(int(values.get("llc_context") or ctx), ctx)
     tokens = int(values.get("llc_chains") or 0) * int(values.get("llc_draws") or 0) * int(values.get("llc_batch_size") or 0) * llc_ctx
     llc_flops = 6 * params * tokens + 2 * params * int(values.get("llc_windows") or 0) * llc_ctx
-    llc_bytes = int(values.get("llc_chains") or 1) * (4 * params * 4 + int(values.get("llc_batch_size") or 1) * llc_ctx
-                                                     * (vocab + 16 * d * layers) * 4)
+    # one chain: lib.llc's sampler runs the chains in chunks that fit the device (lib.sgld.chains_per_chunk)
+    llc_bytes = (4 * params * 4 + int(values.get("llc_batch_size") or 1) * llc_ctx * (vocab + 16 * d * layers) * 4)
     readings = n_ckpt + (1 if hub == "suite" else 0)            # the learned-nothing model's final checkpoint
     steps = [HeavyStep("extended logit matrices", f"{readings} checkpoints, |H| = {m}, |F| = {S}, V = {vocab}",
                        logit_bytes, readings * logit_flops, "n_histories, n_symbols"),

@@ -47,7 +47,9 @@ What this module holds (mathematics only):
 
 * the coupled data and losses: :func:`coupled_data`, :func:`weighted_pairs`, :func:`history_data`
   (the per-history loss itself is :func:`lib.conditional_models.history_nll`), :func:`population_data`;
-* curvature and §8's critical points: :func:`curvature`, :func:`critical_points`;
+* curvature and §8's critical points: :func:`curvature` (Theorem 7.4's M by Lanczos), :func:`curvature_trace`
+  (the trace nβ tr(H)/(2γ) that λ̂ approaches when nβM < γ, by Hutchinson), :func:`critical_points`, all on
+  Hessian-vector products (:mod:`lib.hessian`), never a dense Hessian;
 * Theorems 7.3–7.4 as derived above: :func:`separation_bound`, :func:`contraction`,
   :func:`llc_difference_bound`, and their constants measured along a run
   (:func:`measure_constants`, :func:`one_step_violations`, :func:`lemma_ratios`);
@@ -75,7 +77,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import llc, sgld
+from . import hessian, llc, sgld
 from .batched_gemm import ProbedLayouts
 from .book import cache
 from .book.device import resolve_device, torch_threads
@@ -127,29 +129,38 @@ def curvature(model: nn.Module, loss_fn, data, w: torch.Tensor | None = None, to
               smallest: bool = False) -> Curvature:
     """Hessian extremes and gradient norm of mean ``loss_fn(model, data)`` at ``w`` (default the
     model's parameters; a flat vector in ``model.parameters()`` order), in the model's dtype.
-    Hessian-vector products are forward-over-reverse (``torch.func.jvp`` of ``grad``)."""
-    from scipy.sparse.linalg import LinearOperator, eigsh
-
+    Hessian-vector products are forward-over-reverse (``torch.func.jvp`` of ``grad``), the extremes by Lanczos
+    (:func:`lib.hessian.top_eigenvalues`, seed 0)."""
     f, w0 = flat_loss(model, loss_fn, data)
     w = w0 if w is None else w.to(w0)
     g = torch.func.grad(f)(w)
-    grad_f = torch.func.grad(f)
-
-    def hvp(v):
-        t = torch.as_tensor(np.asarray(v).ravel(), dtype=w.dtype)
-        return torch.func.jvp(grad_f, (w,), (t,))[1].detach().numpy().astype(np.float64)
-
+    loss, point = (lambda p: f(p["w"])), {"w": w.detach()}
     d = w.numel()
-    v0 = np.random.default_rng(0).standard_normal(d)
     if d <= 2:
-        H = np.stack([hvp(e) for e in np.eye(d)])
+        op = hessian.HessianOperator(loss, point)
+        H = np.stack([op.matvec(e) for e in np.eye(d)])
         ev = np.linalg.eigvalsh(0.5 * (H + H.T))
         top, low = float(ev[np.argmax(np.abs(ev))]), float(ev[0])
     else:
-        op = LinearOperator((d, d), matvec=hvp, dtype=np.float64)
-        top = float(eigsh(op, k=1, which="LM", v0=v0, tol=tol, return_eigenvectors=False)[0])
-        low = float(eigsh(op, k=1, which="SA", v0=v0, tol=tol, return_eigenvectors=False)[0]) if smallest else None
+        top = float(hessian.top_eigenvalues(loss, point, k=1, which="LM", seed=0, tol=tol)[0])
+        low = float(hessian.top_eigenvalues(loss, point, k=1, which="SA", seed=0, tol=tol)[0]) if smallest else None
     return Curvature(top, abs(top), float(torch.linalg.norm(g)), low)
+
+
+def curvature_trace(model: nn.Module, loss_fn, data, *, nbeta: float, gamma: float, samples: int = 64, seed: int = 0,
+                    w: torch.Tensor | None = None) -> tuple[float, float]:
+    """(nβ tr(H) / 2γ, its standard error) with H the Hessian of mean ``loss_fn(model, data)`` at ``w`` (default
+    the model's parameters): the value λ̂'s first sum approaches when nβ‖H‖ < γ (module docstring, the
+    curvature-trace regime), tr H by Hutchinson's estimator over ``samples`` Rademacher vectors from ``seed``
+    (:func:`lib.hessian.hutchinson_trace`)."""
+    for name, v in (("nbeta", nbeta), ("gamma", gamma)):
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+            raise ValueError(f"parameter '{name}' must be a positive number; got {v!r}")
+    f, w0 = flat_loss(model, loss_fn, data)
+    point = {"w": (w0 if w is None else w.to(w0)).detach()}
+    trace, se = hessian.hutchinson_trace(lambda p: f(p["w"]), point, samples=samples, seed=seed)
+    scale = nbeta / (2 * gamma)
+    return scale * trace, scale * se
 
 
 # ---------------------------------------------------------------------------
@@ -546,7 +557,8 @@ GRID_GEMM_LAYOUT = True  # try lib.batched_gemm's layouts in grid_chains (benchm
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
                 draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0, progress: bool = False,
                 chain_ids=None, noise_chains: int | None = None, workdir: Path | None = None,
-                checkpoint_every: int = 50, measure: bool = True) -> dict:
+                checkpoint_every: int = 50, measure: bool = True, chunk_chains: int | None = None,
+                return_traces: bool = False) -> dict:
     """SGLD (Chen & Murfet §2.4, eq. 12) for K = W.shape[0] targets × B = len(nbetas) temperatures
     × ``chains`` chains at once, full batch, with the per-history loss of :func:`history_nll`
     (target 0 is q).
@@ -569,10 +581,25 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     traces, measurements, the noise generator) is saved to ``workdir/resume.pt`` every
     ``checkpoint_every`` steps (written atomically), and a run that finds one continues from it;
     the result is bit-identical to an uninterrupted run (``resumed_from``: the step it continued
-    from, 0 for a fresh start)."""
+    from, 0 for a fresh start).
+    ``chunk_chains``: run the chains in chunks of that many chain indices (each chunk every temperature and
+    target of its chains, its noise the same stream sliced by ``chain_ids``), one after the other, and join
+    them; None: as many as half the device's free memory holds by :func:`dial_cost` of one chain index
+    (:func:`dial_chunk`), all at once where they fit. The chunks' chains equal the whole run's to float
+    rounding. ``return_traces``: add each chain's loss trace after burn-in (``traces[b, k, c]``)."""
     from torch.func import functional_call, grad, vmap
 
     device = resolve_device(device)
+    if chain_ids is None:
+        n_chains = integer_at_least("chains", chains, 1)
+        chunk = dial_chunk(n_betas=len(nbetas), n_targets=W.shape[0], chains=n_chains, draws=draws, snapshots=snapshots,
+                           n_params=sum(p.numel() for p in model.parameters()), histories=W.shape[1],
+                           n_cols=W.shape[2], measure=measure, device=device, requested=chunk_chains)
+        if chunk < n_chains:
+            return _grid_in_chunks(model, rows, W, chunk, nbetas=nbetas, gamma=gamma, eps=eps, chains=n_chains,
+                                   draws=draws, burn_in=burn_in, seed=seed, device=str(device), snapshots=snapshots,
+                                   progress=progress, workdir=workdir, checkpoint_every=checkpoint_every,
+                                   measure=measure, return_traces=return_traces)
     nbetas = [float(v) for v in nbetas]
     eps = [float(v) for v in eps]
     integer_at_least("checkpoint_every", checkpoint_every, 1)
@@ -702,11 +729,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     seconds = elapsed + time.perf_counter() - start
     traces = trace.cpu().numpy()
     per_chain = np.asarray(nbetas)[:, None, None] * (traces.mean(axis=-1) - np.asarray(init)[None, :, None])
-    finite = np.isfinite(traces).all(axis=-1)                                # (B, K, C)
-    rhat = np.array([[llc.split_rhat(traces[b, k][finite[b, k]]) if finite[b, k].sum() >= 2 else np.nan
-                      for k in range(K)] for b in range(B)])
-    ess = np.where(finite, np.array([[llc.effective_sample_size(np.nan_to_num(traces[b, k])) for k in range(K)]
-                                     for b in range(B)]), np.nan)
+    rhat, ess = _mixing(traces)
     out = {k: v.cpu().numpy() for k, v in meas.items()}
     if not measure:
         out.update(delta=None, lipschitz=None)
@@ -715,7 +738,74 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             "loss_q": loss_q,
             "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(), **out, "rhat": rhat, "ess": ess,
             "positions": positions.cpu().numpy() if snap else None,
-            "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start}
+            "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start,
+            **({"traces": traces} if return_traces else {})}
+
+
+def _mixing(traces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rhat[b, k], ess[b, k, c]) of loss traces (B, K, C, T) (:func:`lib.llc.split_rhat` over the finite
+    chains, :func:`lib.llc.effective_sample_size` per chain)."""
+    B, K = traces.shape[:2]
+    finite = np.isfinite(traces).all(axis=-1)                                # (B, K, C)
+    rhat = np.array([[llc.split_rhat(traces[b, k][finite[b, k]]) if finite[b, k].sum() >= 2 else np.nan
+                      for k in range(K)] for b in range(B)])
+    ess = np.where(finite, np.array([[llc.effective_sample_size(np.nan_to_num(traces[b, k])) for k in range(K)]
+                                     for b in range(B)]), np.nan)
+    return rhat, ess
+
+
+def dial_chunk(*, n_betas: int, n_targets: int, chains: int, draws: int, snapshots: int, n_params: int,
+               histories: int, n_cols: int, measure: bool, device, requested: int | None = None) -> int:
+    """Chain indices per chunk of :func:`grid_chains`: ``requested`` (at most ``chains``), or as many as half
+    the free memory of ``device`` holds, one chain index costing :func:`dial_cost` with ``chains`` = 1 (all
+    its n_betas × n_targets rows and, with ``measure``, its n_betas × (n_targets − 1) probes); at most
+    ``chains``. Refused (``MemoryError``) where not even one chain index fits."""
+    if requested is not None:
+        return min(integer_at_least("chunk_chains", requested, 1), int(chains))
+    per, _ = dial_cost(n_betas=n_betas, n_chis=n_targets - 1, chains=1, draws=draws, snapshots=snapshots,
+                       n_params=n_params, weights=0, histories=histories, n_cols=n_cols, tokens=0, measure=measure)
+    available = sgld.available_bytes(device)
+    fit = int(0.5 * available // per)
+    if fit < 1:
+        raise MemoryError(f"one chain of the dial ({n_betas} temperatures × {n_targets} targets) needs about "
+                          f"{per / 2**20:.1f} MiB but only {available / 2**20:.1f} MiB are free on {device}: "
+                          "lower 'snapshots' or 'beta_factors'")
+    return min(fit, int(chains))
+
+
+def _grid_in_chunks(model: nn.Module, rows, W, chunk: int, *, chains: int, workdir, return_traces: bool, **kw) -> dict:
+    """:func:`grid_chains` over chain indices 0..chains − 1 in chunks of ``chunk``, joined along the chain axis
+    (each chunk its own resumable ``workdir/chunk<j>``, its finished run kept there as ``run.pkl``); R̂ over every
+    chain, from the joined traces."""
+    import pickle
+
+    runs = []
+    for j, a in enumerate(range(0, chains, chunk)):
+        ids = list(range(a, min(chains, a + chunk)))
+        wd = None
+        if workdir is not None:
+            wd = Path(workdir) / f"chunk{j}"
+            wd.mkdir(parents=True, exist_ok=True)
+            if (wd / "run.pkl").exists():
+                runs.append(pickle.loads((wd / "run.pkl").read_bytes()))
+                continue
+        runs.append(grid_chains(model, rows, W, chains=len(ids), chain_ids=ids, noise_chains=chains, workdir=wd,
+                                return_traces=True, **kw))
+        if wd is not None:
+            (wd / "run.pkl").write_bytes(pickle.dumps(runs[-1]))
+            (wd / "resume.pt").unlink(missing_ok=True)
+    axis = {"per_chain": 2, "first_bad": 2, "sep_all": 2, "grad_q": 1, "delta": 2, "lipschitz": 2, "gap": 2,
+            "ess": 2, "positions": 2, "traces": 2}
+    out = dict(runs[0])
+    for key, ax in axis.items():
+        if runs[0][key] is not None:
+            out[key] = np.concatenate([r[key] for r in runs], axis=ax)
+    out["rhat"], _ = _mixing(out["traces"])
+    out["seconds"] = float(sum(r["seconds"] for r in runs))
+    out["resumed_from"] = min(r["resumed_from"] for r in runs)
+    if not return_traces:
+        del out["traces"]
+    return out
 
 
 def cutoffs(chis, rank: int) -> list[int]:
@@ -843,7 +933,8 @@ def dial_cost(*, n_betas: int, n_chis: int, chains: int, draws: int, snapshots: 
     loss over ``histories`` histories (6 operations per matmul weight per token read). Peak: the kept
     positions (R × snapshots × d), the per-step measurements (3 × P × draws), the chains' state, gradient and
     work arrays (4 × (R + P) × d) and the batched log-probabilities with their gradient (3 × (R + P) × H × |Σ^l|),
-    in float64."""
+    in float64. :func:`grid_chains` runs the chains in chunks that fit the device (:func:`dial_chunk`): a run's
+    peak is its chunk's, at least ``chains`` = 1 (the kept positions are gathered on the host)."""
     R = n_betas * (1 + n_chis) * chains
     P = n_betas * n_chis * chains if measure else 0
     peak = 8.0 * (R * snapshots * n_params + 3 * P * draws + 4 * (R + P) * n_params + 3 * (R + P) * histories * n_cols)

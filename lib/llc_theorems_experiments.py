@@ -31,7 +31,8 @@ from .llc_theorems import (Dial, chi_star_band, contraction, curvature, cutoffs,
                            llc_difference_bound, measure_constants, monotone_verdict, one_step_violations,
                            population_data, relaxation_steps, resolution_dial, resolve, separation_bound,
                            weighted_nll)
-from .local_quadratic import LocalQuadratic, local_quadratics, local_quadratics_cost
+from .local_quadratic import (DENSE_LIMIT, LocalQuadratic, TaylorQuadratic, local_quadratics_cost, quadratic_model,
+                              taylor_quadratics_cost)
 
 
 def insensitivity_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict:
@@ -86,7 +87,7 @@ class DialExperiment:
     beta_factors: list
     schedule: dict
     dial: Dial
-    quadratic: LocalQuadratic
+    quadratic: LocalQuadratic | TaylorQuadratic
     predicted: np.ndarray
     codes: np.ndarray
     bands: list
@@ -126,7 +127,9 @@ class DialExperiment:
 
     def saturated(self) -> list[int]:
         """Per temperature, the directions of q's Hessian at w* with nβh > γ: those the data, not
-        the localisation, confine (each adds about ½ to λ̂)."""
+        the localisation, confine (each adds about ½ to λ̂). Without a dense Hessian
+        (:class:`lib.local_quadratic.TaylorQuadratic`) the count among the Lanczos eigenvalues it holds: exact
+        while below their number, else a lower bound."""
         h = self.quadratic.eigenvalues[0]
         return [int(np.sum(nb * h > self.gamma)) for nb in self.dial.nbetas]
 
@@ -166,7 +169,8 @@ def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta
                     gamma: float, step_scale: float, burn_in_relaxations: float, relaxations: float, chains: int,
                     seed: int, tolerance: float, z: float = 2.0, snapshots: int = 0, measure: bool = True,
                     device="auto", resume: bool = False, progress: bool = False,
-                    quadratic: LocalQuadratic | None = None) -> DialExperiment:
+                    quadratic: LocalQuadratic | TaylorQuadratic | None = None,
+                    dense_limit: int = DENSE_LIMIT) -> DialExperiment:
     """The resolution dial at one γ, as the chapter "LLC theorems" runs it: the quadratic model of
     every target at w* (:func:`lib.local_quadratic.local_quadratics`), whose largest curvature sets one step ε for
     every temperature and the run's length in relaxation times (:func:`dial_schedule`); the
@@ -175,14 +179,16 @@ def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta
     (:func:`lib.local_quadratic.quadratic_llc`); and the verdict on χ*(β) at the fixed ``tolerance``
     (:func:`lib.llc_theorems.resolve`, :func:`lib.llc_theorems.chi_star_band`, :func:`lib.llc_theorems.monotone_verdict`). ``quadratic``: the
     :class:`lib.local_quadratic.LocalQuadratic` of the same model, cutoffs, n and seed, if already computed (another
-    dial's ``quadratic``)."""
+    dial's ``quadratic``). Above ``dense_limit`` parameters the quadratic model has no dense Hessian
+    (:func:`lib.local_quadratic.quadratic_model`): its predictions are SGLD chains on the Taylor model, coupled
+    to the dial's own noise."""
     chis = sorted({int(c) for c in chis})
     factors = [float(f) for f in beta_factors]
     if not factors or any(not (np.isfinite(f) and f > 0) for f in factors) or factors != sorted(factors):
         raise ValueError(f"parameter 'beta_factors' must be increasing positive numbers; got {beta_factors!r}")
     nbetas = [f * nbeta_star for f in factors]
     rows, W = history_data(support, chis, n, seed)
-    quad = quadratic or local_quadratics(model, [(rows, W[k]) for k in range(W.shape[0])])
+    quad = quadratic or quadratic_model(model, [(rows, W[k]) for k in range(W.shape[0])], dense_limit, seed=seed)
     if quad.eigenvalues.shape[0] != W.shape[0]:
         raise ValueError(f"parameter 'quadratic' holds {quad.eigenvalues.shape[0]} targets; the dial has {W.shape[0]}")
     sched = dial_schedule(quad.curvature, nbetas, gamma, step_scale=step_scale,
@@ -190,8 +196,8 @@ def dial_experiment(name: str, model: nn.Module, support: Support, *, chis, beta
     dial = resolution_dial(model, support, chis=chis, nbetas=nbetas, n=n, gamma=gamma, eps=sched["eps"],
                            chains=chains, draws=sched["draws"], burn_in=sched["burn_in"], seed=seed, device=device,
                            snapshots=snapshots, progress=progress, resume=resume, measure=measure)
-    predicted = np.array([[quad.llc(k, nbeta=nb, gamma=gamma, eps=sched["eps"], burn_in=sched["burn_in"],
-                                    draws=sched["draws"]) for k in range(len(chis) + 1)] for nb in nbetas])
+    predicted = quad.predict(nbetas=nbetas, gamma=gamma, eps=sched["eps"], burn_in=sched["burn_in"],
+                             draws=sched["draws"], chains=chains, seed=seed)
     codes = resolve(dial.diff, tolerance, z)
     bands = chi_star_band(codes, chis)
     return DialExperiment(name, float(gamma), factors, sched, dial, quad, predicted, codes, bands,
@@ -405,19 +411,27 @@ def heavy_steps(values: dict) -> list:
         model = cm.build(spec, ladder, values["seed"])
         d, weights = cm.n_params(model), matmul_weights(model)
         tokens = ladder.k if spec["kind"] == "transformer" else 1
-        peak, flops = local_quadratics_cost(d, weights, histories, tokens, n_chis + 1)
-        steps.append(HeavyStep(f"local quadratics of {name}", f"{n_chis + 1} dense {d} × {d} Hessians",
-                               peak_bytes=peak, flops=flops,
-                               shrink="model_widths (local_quadratics refuses more than 6,000 parameters)"))
+        if d <= DENSE_LIMIT:
+            peak, flops = local_quadratics_cost(d, weights, histories, tokens, n_chis + 1)
+            steps.append(HeavyStep(f"local quadratics of {name}", f"{n_chis + 1} dense {d} × {d} Hessians",
+                                   peak_bytes=peak, flops=flops, shrink="model_widths"))
+        else:
+            peak, flops = taylor_quadratics_cost(d, weights, histories, tokens, ladder.n_cols, n_chis + 1,
+                                                 n_betas=len(values["beta_factors"]), chains=values["chains"], draws=draws)
+            steps.append(HeavyStep(f"local quadratics of {name}", f"{n_chis + 1} Taylor models by Hessian-vector "
+                                   f"products (d = {d}): {len(values['beta_factors'])} β × {values['chains']} chains "
+                                   f"× ≥ {draws} steps each", peak_bytes=peak, flops=flops, shrink="chains"))
         dials = [("the first dial", len(values["beta_factors"]), values["snapshots"], True)]
         if both:
             dials.append(("the second dial", len(values["lc_beta_factors"]), 0, False))
         for dial, n_betas, snaps, measure in dials:
-            peak, flops = dial_cost(n_betas=n_betas, n_chis=n_chis, chains=values["chains"], draws=draws,
-                                    snapshots=snaps, n_params=d, weights=weights, histories=histories,
-                                    n_cols=ladder.n_cols, tokens=tokens, measure=measure)
+            cost = dict(n_betas=n_betas, n_chis=n_chis, draws=draws, snapshots=snaps, n_params=d, weights=weights,
+                        histories=histories, n_cols=ladder.n_cols, tokens=tokens, measure=measure)
+            _, flops = dial_cost(chains=values["chains"], **cost)
+            peak, _ = dial_cost(chains=1, **cost)                  # the chains run in chunks that fit (dial_chunk)
             steps.append(HeavyStep(f"{dial} on {name}", f"d = {d}, {n_betas} β × {n_chis} χ × {values['chains']} "
-                                   f"chains × ≥ {draws} steps" + (f", {snaps} snapshots" if snaps else ""),
+                                   f"chains × ≥ {draws} steps" + (f", {snaps} snapshots" if snaps else "")
+                                   + ", in chunks of chains that fit",
                                    peak_bytes=peak, flops=flops,
                                    shrink="chains or snapshots" if snaps else "chains"))
     intro = substrate.intro_settings(values["profile"], values["seed"], "cpu", values["smoke_upstream"])

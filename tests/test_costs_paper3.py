@@ -198,3 +198,31 @@ def test_intro_settings_take_its_smoke_presets_on_the_paper_profile_only():
     assert substrate.intro_settings("paper", 0, "cpu")["train_steps"] == presets["paper"]["train_steps"]
     with pytest.raises(ValueError, match="paper"):
         substrate.intro_settings("ci", 0, "cpu", smoke=True)
+
+
+def test_taylor_quadratics_flops_cover_a_counted_product_and_the_peak_counts_the_chains(ladder):
+    """One forward-over-reverse Hessian-vector product, counted, against the estimate's per-product term (12 per
+    weight per token: about twice a gradient): within [0.5, 2] of it; the peak counted by hand."""
+    model = cm.build({"kind": "factored", "hidden": 4}, ladder, 0).double()
+    rows, W = th.history_data(ladder, [1], 200, 0)
+    d, weights = cm.n_params(model), ins.matmul_weights(model)
+    f, w0 = lq.flat_loss(model, cm.history_nll, (rows, W[0]))
+    w0 = w0.detach().double()
+    measured = counted(lambda: torch.func.jvp(torch.func.grad(f), (w0,), (torch.ones_like(w0),)))
+    _, flops = lq.taylor_quadratics_cost(d, weights, len(rows), 1, ladder.n_cols, 1, n_betas=1, chains=1, draws=1,
+                                         lanczos_products=0)
+    assert 0.5 * flops <= measured <= 2 * flops, (measured, flops)
+    peak, _ = lq.taylor_quadratics_cost(100, 1, 10, 1, 4, 3, n_betas=2, chains=5, draws=7)
+    assert peak == 8 * (4 * 10 * 100 + 6 * 10 * 10 * 4)
+
+
+def test_llc_theorems_paper_plan_fits_a_24_gb_gpu():
+    """The paper profile's heavy steps, each within 24 GB: the factored models (16,000-44,000 parameters) take the
+    Hessian-vector path, the dials run in chunks of chains."""
+    from lib.book.chapters import chapters
+
+    ch = chapters()["llc_theorems"]
+    values = ch.settings("paper", 0, "cpu")
+    steps = tx.heavy_steps(values)
+    assert all(s.peak_bytes < 24e9 for s in steps), [(s.name, s.peak_bytes) for s in steps if s.peak_bytes >= 24e9]
+    assert any("Hessian-vector" in s.sizes for s in steps if s.name.startswith("local quadratics of factored h=64"))

@@ -557,3 +557,99 @@ def test_critical_points_best_ratio_and_rows():
     cp = th.CriticalPoints([1, 3, 12], np.array([0.5, 0.2, 0.05]), np.array([-1.0, 0.0, 0.5]), np.zeros(3), 1.0, 0.5, 0.0)
     assert cp.best_ratio == pytest.approx(0.2)                        # the rank (12), smaller here, is left out
     assert [r["ratio to L's"] for r in cp.rows()] == pytest.approx([0.5, 0.2, 0.05])
+
+
+# ----- the quadratic model without a dense Hessian; the dial in chunks ----------------------------
+
+def test_taylor_quadratics_run_the_dense_models_chains(ladder, small_model):
+    """The Hessian-vector path against the dense one on a model where both run: the same Taylor chains (the dense
+    H from local_quadratics' eigenpairs) to float rounding, the Lanczos extremes equal the dense spectrum's, and
+    the chains' mean prediction within 4 standard errors of the closed form."""
+    rows, W = th.history_data(ladder, [1, ladder.modes.rank], 300, seed=0)
+    datas = [(rows, W[k]) for k in range(W.shape[0])]
+    dense = lq.local_quadratics(small_model, datas)
+    taylor = lq.taylor_quadratics(small_model, datas, top=3)
+    assert isinstance(lq.quadratic_model(small_model, datas, dense_limit=5), lq.TaylorQuadratic)
+    assert isinstance(lq.quadratic_model(small_model, datas), lq.LocalQuadratic)
+    for k in range(W.shape[0]):
+        ev = dense.eigenvalues[k]
+        np.testing.assert_allclose(taylor.eigenvalues[k], ev[np.argsort(-np.abs(ev))][:3], rtol=1e-6)
+    assert taylor.curvature == pytest.approx(dense.curvature, rel=1e-6)
+    f, w0 = lq.flat_loss(small_model, cm.history_nll, datas[0])
+    H = torch.autograd.functional.hessian(f, w0)
+    g = torch.as_tensor(taylor.gradients[0])
+    kw = dict(nbetas=[30.0, 300.0], gamma=100.0, eps=1e-3, chains=3, draws=40, burn_in=10, seed=2)
+    np.testing.assert_allclose(lq.taylor_chains(taylor.hvp(0), g, **kw), lq.taylor_chains(lambda U: U @ H, g, **kw),
+                               rtol=1e-9, atol=1e-12)
+    kw = dict(nbetas=[30.0, 300.0], gamma=100.0, eps=2e-3, burn_in=100, draws=600)
+    per = np.stack([lq.taylor_chains(taylor.hvp(k), torch.as_tensor(taylor.gradients[k]), chains=64, seed=1, **kw)
+                    for k in range(W.shape[0])], axis=1)                              # (B, K, C)
+    np.testing.assert_allclose(taylor.predict(chains=64, seed=1, **kw), per.mean(-1), rtol=1e-12)
+    closed = dense.predict(**kw)
+    se = per.std(axis=-1, ddof=1) / np.sqrt(64)
+    assert np.all(np.abs(per.mean(-1) - closed) < 4 * se)
+
+
+def test_the_dial_in_chunks_equals_the_dial_at_once(ladder, small_model):
+    rows, W = th.history_data(ladder, [1, 2, ladder.modes.rank], 300, seed=0)
+    kw = dict(nbetas=[30.0, 60.0], gamma=100.0, eps=[1e-4, 5e-5], chains=5, draws=30, burn_in=10, seed=3,
+              device="cpu", snapshots=2)
+    whole = th.grid_chains(small_model, rows, W, **kw)
+    parts = th.grid_chains(small_model, rows, W, chunk_chains=2, **kw)
+    for key in ("per_chain", "sep_all", "grad_q", "delta", "lipschitz", "gap", "ess", "positions", "rhat"):
+        np.testing.assert_allclose(parts[key], whole[key], rtol=1e-9, atol=1e-12, err_msg=key)
+    assert np.array_equal(parts["first_bad"], whole["first_bad"])
+
+
+def test_chunk_sizes_against_a_count_by_hand(monkeypatch):
+    """Chains per chunk with K = 3 coupled targets, counted by hand: the SGLD engine's 8 state vectors plus 3
+    activations per chain per target, and the dial's dial_cost of one chain index, each into half the free memory."""
+    from lib import sgld
+
+    monkeypatch.setattr(sgld, "available_bytes", lambda device: 10 ** 9)
+    flat = sgld.FlatParameters(torch.nn.Linear(99, 10).double())          # D = 1000 float64: 8000 bytes a vector
+    per_chain = 3 * (8 * 8000 + 3 * 4000)                                 # K = 3 targets × (state + activations)
+    assert sgld.chains_per_chunk(flat, 4000, 10 ** 6, "cpu", None, targets=3) == 5 * 10 ** 8 // per_chain   # 2192
+    assert sgld.chains_per_chunk(flat, 4000, 10 ** 6, "cpu", None, targets=1) == 5 * 10 ** 8 // (per_chain // 3)
+    # the dial: B = 2 temperatures × K = 3 targets per chain index, 2 × 2 probes, d = 1000, 10 histories × 4
+    # columns, 2 snapshots, 50 draws: 8 bytes × (6·2·1000 + 3·4·50 + 4·10·1000 + 3·10·10·4)
+    one = 8 * (6 * 2 * 1000 + 3 * 4 * 50 + 4 * 10 * 1000 + 3 * 10 * 10 * 4)
+    got = th.dial_chunk(n_betas=2, n_targets=3, chains=10 ** 6, draws=50, snapshots=2, n_params=1000, histories=10,
+                        n_cols=4, measure=True, device="cpu")
+    assert got == 5 * 10 ** 8 // one
+    assert th.dial_chunk(n_betas=2, n_targets=3, chains=7, draws=50, snapshots=2, n_params=1000, histories=10,
+                         n_cols=4, measure=True, device="cpu") == 7
+    monkeypatch.setattr(sgld, "available_bytes", lambda device: one)
+    with pytest.raises(MemoryError, match="one chain of the dial"):
+        th.dial_chunk(n_betas=2, n_targets=3, chains=7, draws=50, snapshots=2, n_params=1000, histories=10,
+                      n_cols=4, measure=True, device="cpu")
+
+
+def test_the_dial_in_chunks_resumes_chunk_by_chunk(ladder, small_model, tmp_path):
+    rows, W = th.history_data(ladder, [1, ladder.modes.rank], 300, seed=0)
+    kw = dict(nbetas=[30.0], gamma=100.0, eps=[1e-4], chains=4, draws=12, burn_in=4, seed=5, device="cpu",
+              chunk_chains=2)
+    first = th.grid_chains(small_model, rows, W, workdir=tmp_path, **kw)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chunk0", "chunk1"]
+    assert all((tmp_path / c / "run.pkl").exists() and not (tmp_path / c / "resume.pt").exists()
+               for c in ("chunk0", "chunk1"))
+    (tmp_path / "chunk1" / "run.pkl").unlink()                   # the second chunk to run again
+    again = th.grid_chains(small_model, rows, W, workdir=tmp_path, **kw)
+    np.testing.assert_array_equal(again["per_chain"], first["per_chain"])
+
+
+def test_curvature_trace_matches_the_dense_hessian_and_the_prior_dominated_llc(ladder, small_model):
+    """nβ tr(H)/2γ by Hutchinson against the dense Hessian's trace (within 4 exact standard errors), and against
+    quadratic_llc's curvature part where nβ‖H‖ ≪ γ (g = 0: ½ Σ nβh/(nβh + γ) → nβ tr H / 2γ)."""
+    rows, W = th.history_data(ladder, [ladder.modes.rank], 300, seed=0)
+    f, w0 = lq.flat_loss(small_model, cm.history_nll, (rows, W[0]))
+    H = torch.autograd.functional.hessian(f, w0).numpy()
+    nbeta, gamma, samples = 10.0, 1e5, 300
+    est, se = th.curvature_trace(small_model, cm.history_nll, (rows, W[0]), nbeta=nbeta, gamma=gamma, samples=samples)
+    scale = nbeta / (2 * gamma)
+    exact_se = scale * np.sqrt(2 * (np.sum(H ** 2) - np.sum(np.diag(H) ** 2)) / samples)
+    assert abs(est - scale * np.trace(H)) < 4 * exact_se and 0.7 < se / exact_se < 1.3
+    h = np.linalg.eigvalsh(H)
+    assert scale * np.trace(H) == pytest.approx(lq.quadratic_llc(h, 0 * h, nbeta=nbeta, gamma=gamma), rel=1e-3)
+    with pytest.raises(ValueError, match="'gamma'"):
+        th.curvature_trace(small_model, cm.history_nll, (rows, W[0]), nbeta=1.0, gamma=0.0)

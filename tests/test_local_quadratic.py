@@ -76,3 +76,42 @@ def test_quadratic_llc_against_simulated_chains():
     assert abs(per_chain.mean() - want) < 4 * per_chain.std(ddof=1) / np.sqrt(C)
     assert abs(per_chain.mean() - lq.quadratic_llc(h, -g * 3, nbeta=nb, gamma=gam, eps=eps, burn_in=burn_in,
                                                    draws=draws)) > 10 * per_chain.std(ddof=1) / np.sqrt(C)
+
+
+def test_taylor_chains_dense_and_product_forms_agree_and_average_to_the_closed_form():
+    """SGLD on a quadratic's Taylor model: the chains with H u as a dense matrix product and as an autograd
+    Hessian-vector product (lib.hessian) are the same to float rounding; their mean λ̂ is quadratic_llc's
+    expectation within 4 standard errors of the chains' mean (and far from it with the wrong sign of g)."""
+    import torch
+
+    from lib import hessian
+
+    rng = np.random.default_rng(3)
+    d = 6
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    h = np.array([0.0, 0.01, 0.3, 1.0, 2.0, 5.0])
+    H = torch.as_tensor((Q * h) @ Q.T)
+    g = torch.as_tensor(rng.standard_normal(d) * 0.05)
+    loss = lambda p: 0.5 * p["w"] @ H @ p["w"] + g @ p["w"]
+    w0 = {"w": torch.zeros(d, dtype=torch.float64)}
+
+    def by_products(U):
+        return torch.stack([hessian.hessian_vector_product(loss, w0, {"w": u})["w"] for u in U])
+
+    nbetas, gamma, eps, burn_in, draws, chains = [20.0, 80.0], 1.0, 0.01, 50, 400, 200
+    kw = dict(nbetas=nbetas, gamma=gamma, eps=eps, chains=chains, draws=draws, burn_in=burn_in, seed=7)
+    dense = lq.taylor_chains(lambda U: U @ H, g, **kw)
+    small = dict(kw, chains=3, draws=60)
+    np.testing.assert_allclose(lq.taylor_chains(by_products, g, **small), lq.taylor_chains(lambda U: U @ H, g, **small),
+                               rtol=1e-10, atol=1e-12)
+    assert dense.shape == (2, chains)
+    gt = Q.T @ g.numpy()
+    for b, nb in enumerate(nbetas):
+        want = lq.quadratic_llc(h, gt, nbeta=nb, gamma=gamma, eps=eps, burn_in=burn_in, draws=draws)
+        se = dense[b].std(ddof=1) / np.sqrt(chains)
+        assert abs(dense[b].mean() - want) < 4 * se
+    flipped = lq.taylor_chains(lambda U: U @ H, -g * 20, **kw)
+    want = lq.quadratic_llc(h, gt, nbeta=80.0, gamma=gamma, eps=eps, burn_in=burn_in, draws=draws)
+    assert abs(flipped[1].mean() - want) > 4 * flipped[1].std(ddof=1) / np.sqrt(chains)
+    with pytest.raises(ValueError, match="'burn_in'"):
+        lq.taylor_chains(lambda U: U @ H, g, **dict(kw, burn_in=draws))
