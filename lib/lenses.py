@@ -479,8 +479,9 @@ def alpha_by_size(L, n_futures: int, factors: Sequence[float]) -> dict[str, dict
 
 @dataclass(frozen=True)
 class LLCSettings:
-    """SGLD settings of λ̂ for a language model: those the chapter "Learning coefficients" validated
-    (its ``lm_*`` parameters) unless a reader overrides them."""
+    """SGLD settings of λ̂ for a language model: by default those of the chapter "Learning coefficients"'s
+    language-model curve (its ``lm_*`` presets), which none of its claims validates; a reader may override
+    them. Whether a run's chains mixed is checked on each estimate (split R̂, ESS)."""
     windows: int
     chains: int
     draws: int

@@ -6,10 +6,12 @@ the model's geometry, λ̂ of a checkpoint) is in :mod:`lib.lenses`. Here it is 
 chapter runs it: :func:`lens_models` gives the model over its training (one size of the
 Introduction's suite, or one hub model's revisions: :func:`lib.substrate.model_source`),
 :func:`prepare_study` builds everything that does not depend on the model, :func:`read_checkpoint`
-measures one checkpoint through every lens (:func:`read_checkpoints` all of them), the verdicts
-decide the chapter's findings against their nulls (the step-0 model, the shuffled corpus, random
-subspaces, relabelled items), one sentence per lens says what the run found, and
-:func:`heavy_steps` is the chapter's cost for ``lowrank-book plan``.
+measures one checkpoint through every lens (:func:`read_checkpoints` all of them, :func:`read_null`
+the learned-nothing model), the verdicts decide the chapter's findings against their nulls (the step-0
+model, the shuffled corpus, random subspaces, relabelled items) and against the learned-nothing model
+(:func:`learned_verdict`, with :func:`lib.book.decide_effect` and the resolutions :data:`RESOLUTION`),
+one sentence per lens says what the run found, and :func:`heavy_steps` is the chapter's cost for
+``lowrank-book plan``.
 """
 from __future__ import annotations
 
@@ -25,19 +27,19 @@ from . import insensitivity as ins
 from . import languages
 from . import logits as lg
 from . import ntp, substrate
+from .book import Z_FINDING, decide_effect
 from .book.costs import HeavyStep
 from .empirical_modes import shuffle_tokens
 from .lenses import (LLCSettings, CorpusView, LensesError, alpha_by_size, check_positive_int, checkpoint_llc,
                      conditional_at, context_embeddings, corpus_view, empty_future_link, geometry_correlation,
                      history_dependent, history_side, lens_alignment, model_conditional, normalised_spectrum,
-                     paired_correlation_difference, readout_link, symbol_table, word_embeddings)
+                     paired_correlation_difference, readout_link, symbol_table, word_embeddings, carried_shares)
+from .llc_experiments import MIXED_ESS, MIXED_RHAT
 from .logit_rank_experiments import overlap_against_control
 from .models.causal_lm import CausalLM
 from .models.mini_pythia import SIZES
 from .modes import Modes
 from .substrate import training_windows
-
-ALIGNMENT_Z = 2.0               # a difference counts when it is at least this many standard errors
 
 # ---------------------------------------------------------------------------
 # The study: what does not depend on the model, and one checkpoint's reading
@@ -164,7 +166,7 @@ def read_checkpoint(model, study: LensStudy, step: int, *, n_perm: int, seed: in
     if llc_settings is not None:
         res = checkpoint_llc(model, study.windows, llc_settings, seed, device)
         reading.llc = {"llc": res.llc, "se": res.se, "rhat": float(res.diagnostics["rhat"]),
-                       "min_ess": float(np.min(res.diagnostics["ess"])), "init_loss": res.init_loss,
+                       "min_ess": float(np.min(res.diagnostics["ess"])), "total_ess": float(np.sum(res.diagnostics["ess"])), "init_loss": res.init_loss,
                        "divergent": len(res.diagnostics["divergent"]), "seconds": res.seconds}
     return reading
 
@@ -175,115 +177,336 @@ def read_checkpoint(model, study: LensStudy, step: int, *, n_perm: int, seed: in
 
 @dataclass
 class Verdict:
-    """A finding's value and, where the run cannot decide it, the reason (``undecided``)."""
+    """A finding decided against its nulls. ``value``: the margin (in the quantity's units) by which the
+    run's z*-s.e. intervals clear the lines that decide it (:func:`learned_verdict`): ≥ 0 reproduces,
+    < 0 does not; ``undecided``: why the run cannot decide (then ``value`` is the trained model's
+    estimate, or None); ``detail``: the trained and the learned-nothing model's effects and more."""
     value: float | None
     undecided: str | None = None
     detail: dict = field(default_factory=dict)
 
-
-def carried_verdict(counts) -> Verdict:
-    """Does the trained model carry more of the data's modes than its step-0 self? The value is the
-    final count minus the step-0 count (the null: the model before training); it is exact, so the
-    finding is decided as reproduces when positive."""
-    counts = np.asarray(counts)
-    return Verdict(float(counts[-1] - counts[0]), None, {"step0": int(counts[0]), "final": int(counts[-1])})
+    @property
+    def reproduces(self) -> bool | None:
+        """True (reproduces), False (does not reproduce here) or None (undecided)."""
+        return None if self.undecided is not None or self.value is None else self.value >= 0
 
 
-def learning_order(steps, modes: Modes, conditionals, level: float, n_boot: int, seed: int) -> Verdict:
-    """Are larger modes learned earlier? Spearman's ρ between σ_α and the step at which the model's
-    coordinate on mode α covers ``level`` of its way (:func:`lib.insensitivity.learning_steps`), over
-    the modes carried at the end, with a 90% bootstrap interval
-    (:func:`lib.insensitivity.rank_correlation`). The value is the interval's upper end: below 0
-    reproduces, a lower end above 0 does not; an interval across 0 (or fewer than 3 modes) is
-    undecided."""
+ALIGNMENT_Z = Z_FINDING          # the book's one z* (lib.book.Z_FINDING = 3); the old name answers
+
+RESOLUTION = {
+    # Each finding's smallest effect that counts, fixed from the quantity's scale before any run (the yml's
+    # claims state the same numbers and reasons).
+    "modes": 1.0,      # modes carried: a count; one more mode is the smallest change there is
+    "rho": 0.3,        # Spearman ρ (learning order): ρ² = 0.09, under a tenth of the ranks' variance
+    "cosine": 0.1,     # mean cosine of principal angles: half what two random r-subspaces of R^m share by chance
+    #                    (0.19 at m = 100, r = 5; 0.17 at m = 500, r = 20: lib.lenses.alignment_null)
+    "corr": 0.1,       # Pearson r of off-diagonal cosines: Cohen's smallest ("small") correlation
+    "llc": 1.0,        # λ̂: a regular parameter adds 1/2, so 1 is two parameters' worth of complexity
+}
+GEOMETRY_LEVEL = 0.01            # the NTP chapter's permutation level for the word geometry
+NO_NULL_FOR_HUB = ("no learned-nothing model is trained beside a hub model (its training recipe is not the "
+                   "book's), so the run cannot tell learned structure from what a shuffled stream gives")
+
+
+def effect_record(effect) -> dict:
+    """An :class:`lib.book.claims.Effect` as plain numbers for the records."""
+    if effect is None:
+        return None
+    return {"estimate": effect.estimate, "se": effect.se, "lower": effect.lower, "upper": effect.upper,
+            "resolution": effect.resolution,
+            "verdict": {True: "shows it", False: "does not show it", None: "undecided"}[effect.reproduces],
+            "reason": effect.reason}
+
+
+def learned_verdict(trained, null, *, null_missing: str | None = None, detail: dict | None = None) -> Verdict:
+    """A finding about learning, decided against a model that learned nothing: it reproduces only when the
+    trained model shows the effect and the learned-nothing model (trained on the shuffled stream) does
+    not, each decided by :func:`lib.book.decide_effect` (``trained``, ``null``: its Effects).
+
+    * the trained model does not show it (its upper bound is below the resolution): does not reproduce,
+      value upper − resolution < 0;
+    * it does, and the null does too (the null's lower bound > 0): does not reproduce, value −lower < 0 —
+      the effect is there without learning;
+    * it does and the null does not: reproduces, value min(lower, upper − resolution, resolution −
+      null's upper) ≥ 0;
+    * otherwise undecided, with the reason (``null_missing`` when there is no null model to decide)."""
+    detail = {**(detail or {}), "trained": effect_record(trained), "null": effect_record(null)}
+    if trained.reproduces is False:
+        return Verdict(trained.upper - trained.resolution, None, detail)
+    if trained.reproduces is None:
+        return Verdict(trained.estimate, f"the trained model: {trained.reason}", detail)
+    if null is None:
+        return Verdict(trained.estimate, null_missing or NO_NULL_FOR_HUB, detail)
+    if null.reproduces is True:
+        return Verdict(-null.lower, None, detail)
+    if null.reproduces is None:
+        return Verdict(trained.estimate, f"the model trained on the shuffled stream: {null.reason}", detail)
+    return Verdict(min(trained.lower, trained.upper - trained.resolution, trained.resolution - null.upper), None,
+                   detail)
+
+
+def all_of(effects: dict):
+    """Several Effects of one model read as one (each against its own comparator): it does not show the
+    effect when any of them does not, shows it when all do, and is undecided otherwise; returns the
+    deciding Effect (the first that does not, else the first undecided, else the weakest by lower bound)."""
+    for want in (False, None):
+        for e in effects.values():
+            if e.reproduces is want:
+                return e
+    return min(effects.values(), key=lambda e: e.lower)
+
+
+# ----- Lens 1: modes carried above their sampling error
+
+@dataclass
+class CarriedModes:
+    """The share c_α/σ_α of each data mode that each model carries, with its sampling error.
+
+    ``shares`` (T, rank) and ``sd`` (T, rank): the share and its s.d. over bootstrap replicates of q̂'s
+    counts; ``carried`` (T, rank): share ≥ level and share > z*·sd; ``counts`` (T,) and ``boot_counts``
+    (n_boot, T): the modes carried, on the data and on each replicate (same rule, same sd)."""
+    sigma: np.ndarray
+    shares: np.ndarray
+    sd: np.ndarray
+    carried: np.ndarray
+    counts: np.ndarray
+    boot_counts: np.ndarray
+    level: float
+
+
+def carried_above_noise(view: CorpusView, conditionals, *, level: float, n_boot: int, seed: int,
+                        z_star: float = Z_FINDING) -> CarriedModes:
+    """Which of the data's modes (``view``, at one history length) each model carries, above noise.
+
+    ``conditionals`` (T, m, |Σ|): the models' P_M(y|x) on the view's histories. The share of mode α is
+    c_α/σ_α (:func:`lib.lenses.carried_shares`); q̂ comes from finite counts, so its modes, and the
+    shares, carry sampling error: each of ``n_boot`` replicates redraws the (history, next symbol)
+    counts from the multinomial of q̂ with their total (seeded) and recomputes the modes and the
+    shares (a history no replicate count reaches is dropped). A mode is carried when its share
+    reaches ``level`` and exceeds z* times its bootstrap s.d.: a tail mode whose σ_α is small has
+    a share that any model moves by chance, and does not count."""
+    conds = np.asarray(conditionals, dtype=np.float64)
+    counts = np.asarray(view.data.counts, dtype=np.float64).T              # (m, |Σ|)
+    modes = view.modes
+    r = modes.rank
+    shares = carried_shares(modes, conds)[:, :r]
+    total = int(round(counts.sum()))
+    p = (counts / counts.sum()).ravel()
+    rng = np.random.default_rng(seed)
+    boots = np.full((check_positive_int("n_boot", n_boot, 2),) + shares.shape, np.nan)
+    for b in range(n_boot):
+        joint = rng.multinomial(total, p).reshape(counts.shape).astype(np.float64)
+        mb = Modes.from_joint(joint, zero_rows="drop", normalize=True)
+        curves = ins.learning_curves(mb, conds, rows=mb.rows)
+        k = min(r, mb.rank, curves.shape[1])
+        boots[b, :, :k] = curves[:, :k] / mb.sigma[:k]
+    sd = np.nanstd(boots, axis=0, ddof=1)
+    rule = lambda s: (s >= level) & (s > z_star * sd)                           # noqa: E731
+    carried = rule(shares)
+    boot_counts = np.stack([rule(np.nan_to_num(x, nan=-np.inf)).sum(-1) for x in boots])
+    return CarriedModes(modes.sigma[:r], shares, sd, carried, carried.sum(-1), boot_counts, float(level))
+
+
+def carried_verdict(noise: CarriedModes, *, first: int = 0, last: int = -1, null: int | None = None,
+                    resolution: float = RESOLUTION["modes"]) -> Verdict:
+    """Does training add modes the model carries? The effect is the modes carried at ``last`` minus at
+    ``first`` (step 0), its s.e. the s.d. of that difference over the replicates of
+    :func:`carried_above_noise`; the learned-nothing model (row ``null``) gets the same effect against the
+    same step 0. Decided by :func:`learned_verdict` (resolution: one mode)."""
+    def gain(i):
+        d = noise.boot_counts[:, i] - noise.boot_counts[:, first]
+        return decide_effect(float(noise.counts[i] - noise.counts[first]), float(np.std(d, ddof=1)),
+                             resolution=resolution)
+    detail = {"step0": int(noise.counts[first]), "final": int(noise.counts[last]),
+              "shuffled": None if null is None else int(noise.counts[null])}
+    return learned_verdict(gain(last), None if null is None else gain(null), detail=detail)
+
+
+def rho_with_se(x, y, n_boot: int, seed: int) -> dict:
+    """Spearman's ρ of (x, y) with its 90% percentile interval (:func:`lib.insensitivity.rank_correlation`)
+    and the s.d. of the same bootstrap's replicates (pairs resampled with ``seed``)."""
+    rc = ins.rank_correlation(x, y, n_boot=n_boot, seed=seed)
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 3:
+        return {**rc, "se": float("nan")}
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_boot):
+        i = rng.integers(0, len(x), len(x))
+        if np.ptp(x[i]) > 0 and np.ptp(y[i]) > 0:
+            boots.append(spearmanr(x[i], y[i]).statistic)
+    return {**rc, "se": float(np.std(boots, ddof=1)) if len(boots) > 1 else float("nan")}
+
+
+def order_effect(steps, modes: Modes, conditionals, level: float, n_boot: int, seed: int, carried=None,
+                 resolution: float = RESOLUTION["rho"]):
+    """(Effect or None, detail): −ρ, Spearman's ρ between σ_α and the step at which the model's coordinate
+    on mode α covers ``level`` of its way (:func:`lib.insensitivity.learning_steps`), over the modes
+    ``carried`` at the end (default: share ≥ ``level``), with its bootstrap s.e. (:func:`rho_with_se`).
+    None with fewer than 3 carried modes (no rank correlation)."""
     curves = ins.learning_curves(modes, np.asarray(conditionals), rows=modes.rows)
-    when, carried = ins.learning_steps(steps, curves, modes.sigma, level=level, learned=level)
-    rc = ins.rank_correlation(modes.sigma[:len(when)][carried], when[carried], n_boot=n_boot, seed=seed)
-    detail = {**rc, "steps": when.tolist(), "carried": carried.tolist()}
-    if rc["n"] < 3:
-        return Verdict(None, f"only {rc['n']} modes are carried at the end; a rank correlation needs 3", detail)
-    if rc["low"] <= 0 <= rc["high"]:
-        return Verdict(rc["high"], f"the 90% interval of ρ, [{rc['low']:+.2f}, {rc['high']:+.2f}], contains 0 "
-                                   f"({rc['n']} modes over {len(steps)} checkpoints)", detail)
-    return Verdict(rc["high"], None, detail)
+    when, reached = ins.learning_steps(steps, curves, modes.sigma, level=level, learned=level)
+    mask = reached if carried is None else np.asarray(carried, bool)[:len(when)]
+    rc = rho_with_se(modes.sigma[:len(when)][mask], when[mask], n_boot=n_boot, seed=seed)
+    detail = {**rc, "steps": when.tolist(), "carried": mask.tolist()}
+    if rc["n"] < 3 or not np.isfinite(rc["se"]) or not np.isfinite(rc["rho"]):
+        return None, detail
+    return decide_effect(-rc["rho"], rc["se"], resolution=resolution), detail
+
+
+def learning_order(steps, modes: Modes, conditionals, level: float, n_boot: int, seed: int, *, carried=None,
+                   null_conditionals=None, null_carried=None, resolution: float = RESOLUTION["rho"]) -> Verdict:
+    """Are larger modes learned earlier? The effect is −ρ (:func:`order_effect`; the null of no order is
+    ρ = 0), decided by :func:`lib.book.decide_effect` (z* = 3, resolution 0.3 in ρ). The learned-nothing
+    model's checkpoints (``null_conditionals``, its carried modes ``null_carried``) get the same test;
+    a model that carries fewer than 3 modes shows no order. Combined by :func:`learned_verdict`; the
+    trained model with fewer than 3 carried modes is undecided."""
+    trained, detail = order_effect(steps, modes, conditionals, level, n_boot, seed, carried, resolution)
+    if trained is None:
+        return Verdict(None, f"only {detail['n']} modes are carried at the end; a rank correlation needs 3", detail)
+    if null_conditionals is None:
+        return learned_verdict(trained, None, detail=detail)
+    null, null_detail = order_effect(steps, modes, null_conditionals, level, n_boot, seed, null_carried, resolution)
+    if null is None:      # fewer than 3 modes: no order at all, which is what "does not show it" means here
+        null = decide_effect(0.0, 0.0, resolution=resolution)
+    return learned_verdict(trained, null, detail={**detail, "null_order": null_detail})
+
+
+# ----- Lens 2 and 3: alignment and geometry
+
+def _alignment_effects(study: LensStudy, logits_model, logits_step0, *, n_boot: int, null_trials: int, seed: int,
+                       resolution: float, against_corpus: bool, n_groups: int | None = None) -> tuple[dict, dict]:
+    q, r = study.long.q_x, study.align_rank
+    groups = {} if n_groups is None else {"n_groups": n_groups}
+    data = history_dependent(study.long.conditional, q)
+    model, start = history_dependent(logits_model, q), history_dependent(logits_step0, q)
+    vs0 = overlap_against_control((model, data), (start, data), 1, r, n_boot=n_boot, null_trials=null_trials,
+                                  seed=seed, **groups)
+    effects = {"step-0 model": decide_effect(vs0.difference, vs0.se, resolution=resolution),
+               "random subspaces": decide_effect(vs0.test - vs0.null_mean, vs0.null_sd, resolution=resolution)}
+    detail = {"overlap": vs0.test, "step0_overlap": vs0.control, "random_mean": vs0.null_mean,
+              "random_sd": vs0.null_sd}
+    if against_corpus:
+        shuffled = history_dependent(study.shuffled, q)
+        vsc = overlap_against_control((model, data), (model, shuffled), 1, r, n_boot=n_boot, null_trials=null_trials,
+                                      seed=seed + 1, **groups)
+        effects["shuffled corpus"] = decide_effect(vsc.difference, vsc.se, resolution=resolution)
+        detail["shuffled_overlap"] = vsc.control
+    return effects, detail
 
 
 def alignment_verdict(study: LensStudy, first: Reading, last: Reading, *, n_boot: int, null_trials: int, seed: int,
-                      resolution: float) -> Verdict:
+                      resolution: float = RESOLUTION["cosine"], null: Reading | None = None) -> Verdict:
     """Is the trained model's logit subspace aligned with the data's modes beyond every null?
 
-    The overlap is the mean cosine of :func:`lens_alignment` between the history-dependent parts of
-    the final L_M(H, F) and of q (rank ``study.align_rank``). It is compared, with a paired bootstrap
-    over histories (:func:`lib.logit_rank_experiments.overlap_against_control`), with (i) the step-0
-    model's logits against q, (ii) the final logits against the shuffled corpus's conditional, and
-    with (iii) random subspaces (its z-score). The value is the smallest of the three z's:
-    ≥ :data:`ALIGNMENT_Z` reproduces; below it, a difference that the run could have resolved
-    (2 s.e. ≤ ``resolution``, in mean cosine) does not reproduce, otherwise undecided."""
-    if first.logits is None or last.logits is None:
-        raise LensesError("the first and last readings must keep their logit matrices (keep_logits=True)")
-    q, r = study.long.q_x, study.align_rank
-    data = history_dependent(study.long.conditional, q)
-    trained, start = history_dependent(last.logits, q), history_dependent(first.logits, q)
-    shuffled = history_dependent(study.shuffled, q)
-    vs_step0 = overlap_against_control((trained, data), (start, data), 1, r, n_boot=n_boot, null_trials=null_trials,
-                                       seed=seed)
-    vs_shuffled = overlap_against_control((trained, data), (trained, shuffled), 1, r, n_boot=n_boot,
-                                          null_trials=null_trials, seed=seed + 1)
-    zs = {"step-0 model": vs_step0.z, "shuffled corpus": vs_shuffled.z, "random subspaces": vs_step0.z_test_vs_random}
-    ses = {"step-0 model": vs_step0.se, "shuffled corpus": vs_shuffled.se, "random subspaces": vs_step0.null_sd}
-    detail = {"overlap": vs_step0.test, "step0_overlap": vs_step0.control, "shuffled_overlap": vs_shuffled.control,
-              "random_mean": vs_step0.null_mean, "random_sd": vs_step0.null_sd, "z": zs, "se": ses}
-    weakest = min(zs, key=zs.get)
-    if zs[weakest] < ALIGNMENT_Z and 2 * ses[weakest] > resolution:
-        return Verdict(zs[weakest], f"against the {weakest} the difference is {zs[weakest]:.2f} s.e. with 2 s.e. = "
-                                    f"{2 * ses[weakest]:.3f} > {resolution} in mean cosine", detail)
-    return Verdict(zs[weakest], None, detail)
+    The overlap is the mean cosine of the principal angles between the top-r history subspaces of the
+    history-dependent parts of L_M(H, F) and of q (rank ``study.align_rank``). The trained model's
+    effect is its overlap minus (i) the step-0 model's, (ii) its own overlap with the shuffled corpus's
+    conditional (bootstraps over histories and groups of futures,
+    :func:`lib.logit_rank_experiments.overlap_against_control`, paired: as many groups as the data has
+    columns, so one draw serves all four matrices) and (iii) the mean overlap of random
+    subspaces (s.e. their s.d.), each decided by :func:`lib.book.decide_effect` and read together by
+    :func:`all_of`. The learned-nothing model (``null``, trained on the shuffled stream; its logits
+    kept) gets effects (i) and (iii); combined by :func:`learned_verdict`. ``value`` in mean cosine."""
+    if first.logits is None or last.logits is None or (null is not None and null.logits is None):
+        raise LensesError("the first, last (and null) readings must keep their logit matrices (keep_logits=True)")
+    # one draw of future groups for all four matrices (the comparison is paired only when their group counts
+    # agree): as many groups as the data's conditional has columns, at most overlap_against_control's 40
+    n_groups = min(40, np.asarray(study.long.conditional).shape[1])
+    effects, detail = _alignment_effects(study, last.logits, first.logits, n_boot=n_boot, null_trials=null_trials,
+                                         seed=seed, resolution=resolution, against_corpus=True, n_groups=n_groups)
+    detail["effects"] = {k: effect_record(e) for k, e in effects.items()}
+    detail["z"] = {k: e.estimate / e.se if e.se > 0 else float("inf") * np.sign(e.estimate)
+                   for k, e in effects.items()}
+    null_effect = None
+    if null is not None:
+        n_eff, n_detail = _alignment_effects(study, null.logits, first.logits, n_boot=n_boot,
+                                             null_trials=null_trials, seed=seed, resolution=resolution,
+                                             against_corpus=False, n_groups=n_groups)
+        detail["null_overlap"] = n_detail["overlap"]
+        detail["null_effects"] = {k: effect_record(e) for k, e in n_eff.items()}
+        # the null shows the effect only if it beats step 0 and random subspaces both
+        null_effect = all_of(n_eff)
+    return learned_verdict(all_of(effects), null_effect, detail=detail)
 
 
-def geometry_verdicts(study: LensStudy, first: Reading, last: Reading, *, level: float, n_boot: int, seed: int,
-                      resolution: float) -> dict[str, Verdict]:
+def geometry_verdicts(study: LensStudy, first: Reading, last: Reading, *, level: float = GEOMETRY_LEVEL,
+                      n_boot: int, seed: int, resolution: float = RESOLUTION["corr"],
+                      null: Reading | None = None) -> dict[str, Verdict]:
     """The NTP chapter's comparisons on this model, and whether training moves toward them.
 
-    ``contexts``, ``words``: the permutation p-value of the final model's context (word) geometry
-    against the L^mm factors' (the NTP chapter's rule: p ≤ ``level`` reproduces). ``approach``: the
-    gain in that correlation for contexts from step 0 to the end, in paired-bootstrap standard errors
-    over contexts (:func:`paired_correlation_difference`): ≥ :data:`ALIGNMENT_Z` reproduces; below it, a
-    gain the run could have resolved (2 s.e. ≤ ``resolution``) does not, otherwise undecided."""
+    ``contexts``: the permutation p-value of the final model's context geometry against the L^mm factors'.
+    ``words``: the same for the word geometry (the NTP chapter's rule: p ≤ ``level`` shows it), decided
+    against the learned-nothing model ``null``: reproduces only if its p-value does not reach ``level``;
+    ``value`` is the margin in p: min(level − p, p_null − level) when it reproduces, level − p < 0 when the
+    trained model does not show it, p_null − level < 0 when the null shows it too.
+    ``approach``: the gain in the context correlation from step 0 to the end, with its paired-bootstrap
+    s.e. over contexts (:func:`paired_correlation_difference`), decided by :func:`lib.book.decide_effect`;
+    the null model's gain from the same step 0 likewise; combined by :func:`learned_verdict`. Identical
+    first and last models give a gain of 0 with s.e. 0: does not reproduce."""
     out = {name: Verdict(last.geometry[f"{name}_p"], None, {"r": last.geometry[name], "step0_r": first.geometry[name]})
            for name in ("contexts", "words")}
-    d, se = paired_correlation_difference(last.context_cos, first.context_cos, study.context_mm, n_boot, seed)
-    detail = {"difference": d, "se": se}
-    if not se > 0:
-        out["approach"] = Verdict(None, f"the paired bootstrap has no spread (s.e. = {se}), so the gain {d:+.3f} "
-                                        "cannot be put in standard errors", detail)
-        return out
-    z = d / se
-    if z < ALIGNMENT_Z and 2 * se > resolution:
-        out["approach"] = Verdict(float(z), f"the gain {d:+.3f} is {z:.2f} s.e. with 2 s.e. = {2 * se:.3f} > "
-                                            f"{resolution}", detail)
+    p, null_p = last.geometry["words_p"], None if null is None else null.geometry["words_p"]
+    out["words"].detail.update(p=p, null_p=null_p, null_r=None if null is None else null.geometry["words"])
+    if p > level:                                    # the trained model does not show it
+        out["words"].value = level - p
+    elif null_p is None:
+        out["words"].value, out["words"].undecided = level - p, NO_NULL_FOR_HUB
+    elif null_p <= level:                            # the shuffled-trained model shows it too
+        out["words"].value = min(null_p - level, -np.finfo(float).tiny)
     else:
-        out["approach"] = Verdict(float(z), None, detail)
+        out["words"].value = min(level - p, null_p - level)
+    def gain(model):
+        d, se = paired_correlation_difference(model.context_cos, first.context_cos, study.context_mm, n_boot, seed)
+        return decide_effect(d, se if np.isfinite(se) else 0.0, resolution=resolution)
+    trained = gain(last)
+    null_effect = None if null is None else gain(null)
+    out["approach"] = learned_verdict(trained, null_effect, detail={"difference": trained.estimate, "se": trained.se})
     return out
 
 
-def llc_verdict(readings: Sequence[Reading], counts) -> Verdict:
-    """Does λ̂ grow as the model comes to carry modes? The value is (λ̂_final − λ̂_0) / s.e. (chains are
-    independent, so s.e.² = s.e._0² + s.e._final²), the null being the step-0 model: ≥ :data:`ALIGNMENT_Z`
-    reproduces, ≤ −ALIGNMENT_Z does not; in between the chains' spread is too large to say. The
-    detail adds Spearman's ρ over checkpoints between λ̂ and the number of modes carried."""
-    first, last = readings[0].llc, readings[-1].llc
-    se = math.hypot(first["se"], last["se"])
-    z = (last["llc"] - first["llc"]) / se if se > 0 else float("nan")
-    lam = [r.llc["llc"] for r in readings]
-    rho = float(spearmanr(lam, counts).statistic) if np.ptp(counts) > 0 and np.ptp(lam) > 0 else float("nan")
-    detail = {"difference": last["llc"] - first["llc"], "se": se, "rho_with_modes": rho,
-              "max_rhat": max(r.llc["rhat"] for r in readings), "min_ess": min(r.llc["min_ess"] for r in readings)}
-    if not math.isfinite(z):
+# ----- Lens 4: λ̂, gated by mixing
+
+def mixing_problem(llc: dict, name: str) -> str | None:
+    """Why a λ̂ reading should not count: split R̂ above the chapter "Learning coefficients"'s bound
+    (:data:`lib.llc_experiments.MIXED_RHAT`) or a pooled ESS (the chains' ESS summed) below its floor
+    (:data:`lib.llc_experiments.MIXED_ESS`); None when it mixed."""
+    rhat, ess = llc["rhat"], llc.get("total_ess", float("nan"))
+    problems = []
+    if not rhat <= MIXED_RHAT:
+        problems.append(f"split R̂ {rhat:.3f} > {MIXED_RHAT:g}")
+    if not ess >= MIXED_ESS:
+        problems.append(f"pooled ESS {ess:.0f} < {MIXED_ESS:g}")
+    return f"{name}: {' and '.join(problems)}" if problems else None
+
+
+def llc_verdict(first: dict, last: dict, null: dict | None = None, *, resolution: float = RESOLUTION["llc"]) -> Verdict:
+    """Does λ̂ grow with training? The effect is λ̂_final − λ̂_0 (independent chains: s.e.² = s.e._0² +
+    s.e._final²), and the learned-nothing model's λ̂ − λ̂_0 likewise (``first``, ``last``, ``null``: λ̂
+    readings with ``llc``, ``se``, ``rhat``, ``total_ess``), decided by :func:`lib.book.decide_effect` and
+    combined by :func:`learned_verdict`. Undecided when any reading has not mixed (:func:`mixing_problem`):
+    the chapter "Learning coefficients" counts no estimate whose chains did not mix."""
+    readings = {"step 0": first, "the final model": last, **({} if null is None else {"the shuffled-trained model": null})}
+    detail = {"difference": last["llc"] - first["llc"], "se": math.hypot(first["se"], last["se"]),
+              "max_rhat": max(v["rhat"] for v in readings.values()),
+              "min_total_ess": min(v.get("total_ess", float("nan")) for v in readings.values())}
+    def gain(v):
+        se = math.hypot(first["se"], v["se"])
+        if not math.isfinite(se) or not math.isfinite(v["llc"] - first["llc"]):
+            return None
+        return decide_effect(v["llc"] - first["llc"], se, resolution=resolution)
+    trained, null_effect = gain(last), None if null is None else gain(null)
+    if trained is None:
         return Verdict(None, "the chains' standard error is not finite", detail)
-    if abs(z) < ALIGNMENT_Z:
-        return Verdict(z, f"λ̂ moves by {detail['difference']:+.1f} from step 0 to the end, {z:+.2f} s.e.: the "
-                          "chains' spread is too large to say", detail)
-    return Verdict(z, None, detail)
+    verdict = learned_verdict(trained, null_effect, detail=detail)
+    problems = [p for p in (mixing_problem(v, k) for k, v in readings.items()) if p]
+    if problems:
+        verdict.undecided = ("the chains have not mixed (" + "; ".join(problems) + "), and the chapter \"Learning "
+                             "coefficients\" counts no estimate from chains that have not mixed")
+        verdict.value = trained.estimate
+    return verdict
 
 
 # ---------------------------------------------------------------------------
@@ -295,7 +518,8 @@ class LensModels:
     """One model over its training: ``steps`` (checkpoint labels, step 0 first, the final one last),
     ``load(step)`` → :class:`lib.models.causal_lm.CausalLM`, and the token stream it was trained on
     (``tokens`` with its document starts ``doc_offsets``; its vocabulary ``vocab_size`` = the width
-    of the model's logits)."""
+    of the model's logits). ``null``: the learned-nothing model beside it
+    (:class:`lib.substrate.NullModel`, the same recipe on the shuffled stream), or None."""
     name: str
     steps: list
     load: Callable[[Any], CausalLM]
@@ -303,26 +527,31 @@ class LensModels:
     doc_offsets: np.ndarray
     vocab_size: int
     decode: Callable[[Sequence[int]], str]
+    null: Any = None
 
 
 def lens_models(*, profile: str, seed: int, model_size: str, hub_model: str = "suite", hub_revisions=(),
-                corpus: str | None = None, max_corpus_mb: float = 1000.0, device="cpu") -> LensModels:
-    """The model the lenses look at (:func:`lib.substrate.model_source`).
+                corpus: str | None = None, max_corpus_mb: float = 1000.0, device="cpu", null: bool = True) -> LensModels:
+    """The model the lenses look at (:func:`lib.substrate.model_source`) and its learned-nothing null.
 
     ``hub_model = "suite"``: the size ``model_size`` of the Introduction's suite at ``profile`` and
     ``seed`` (its settings and streams, :func:`lib.substrate.intro_settings`; trained by
     :func:`lib.substrate.train_book_suite`, or read from the cache, for that one size) at its saved
     checkpoints. Otherwise a hub name or local directory at ``hub_revisions``
     (:class:`lib.models.hub.ModelSeries`, every revision resolved before any work) and the training
-    documents of ``corpus`` tokenized by its tokenizer."""
+    documents of ``corpus`` tokenized by its tokenizer. With ``null`` and the suite, the learned-nothing
+    model: the mini-Pythia ``model_size`` trained with the Introduction's recipe on the shuffled training
+    stream (:func:`lib.substrate.shuffled_null_model`, shuffled with ``seed``); a hub model has none
+    (:data:`NO_NULL_FOR_HUB`)."""
     device = device if isinstance(device, str) else str(device)      # "cpu", "cuda:0", "auto"
     source = substrate.model_source(hub_model, hub_revisions, profile=profile, seed=seed, device=device,
                                     model_sizes=[model_size])
     if hub_model == "suite":
         train = source.train
+        nothing = substrate.shuffled_null_model(profile, seed, device, model_size=model_size) if null else None
         return LensModels(model_size, source.steps, lambda step: source.load(model_size, step),
                           np.asarray(train.tokens), np.asarray(train.doc_offsets), int(source.tokenizer.vocab_size),
-                          source.decode)
+                          source.decode, nothing)
     text = substrate.load_text(corpus, max_corpus_mb)
     train_idx, _ = text.split(heldout_fraction=substrate.HELDOUT_FRACTION, seed=seed)
     docs = [np.asarray(source.encode(text.documents[i]), dtype=np.int64) for i in train_idx]
@@ -330,7 +559,22 @@ def lens_models(*, profile: str, seed: int, model_size: str, hub_model: str = "s
     offsets = np.cumsum([0] + [d.size for d in docs[:-1]])
     vocab = source.load(hub_model, source.steps[-1]).vocab_size
     return LensModels(str(hub_model), source.steps, lambda step: source.load(hub_model, step), np.concatenate(docs),
-                      offsets, int(vocab), source.decode)
+                      offsets, int(vocab), source.decode, None)
+
+
+def null_conditionals(models: LensModels, study: "LensStudy", k: int | None = None) -> np.ndarray | None:
+    """(T, m, |Σ|): the learned-nothing model's P_M(y|x) at each of its checkpoints, on the histories of
+    length ``k`` (default the longest), on the study's alphabet (:func:`lib.lenses.model_conditional`);
+    None without a null model."""
+    if models.null is None:
+        return None
+    view = study.views[study.long_k if k is None else k]
+    out = []
+    for step in models.null.steps:
+        model = models.null.load(step)
+        out.append(model_conditional(model, view.histories, 1, study.table))
+        del model
+    return np.array(out)
 
 
 def read_checkpoints(models: LensModels, study: "LensStudy", *, n_perm: int, seed: int,
@@ -347,6 +591,17 @@ def read_checkpoints(models: LensModels, study: "LensStudy", *, n_perm: int, see
                                         device=device))
         del model
     return readings
+
+
+def read_null(models: LensModels, study: "LensStudy", *, n_perm: int, seed: int, llc_settings: LLCSettings | None,
+              device="cpu") -> "Reading | None":
+    """:func:`read_checkpoint` of the learned-nothing model's final checkpoint (its logit matrix kept), or
+    None without one."""
+    if models.null is None:
+        return None
+    model = models.null.load()
+    return read_checkpoint(model, study, "shuffled", n_perm=n_perm, seed=seed, keep_logits=True,
+                           llc_settings=llc_settings, device=device)
 
 
 # ---------------------------------------------------------------------------
@@ -372,62 +627,79 @@ def _finding_clause(verdict: Verdict, reproduces: bool, yes: str, no: str, quest
     return clause if clause.endswith(".") else clause + "."     # "… s.e." ends the sentence too
 
 
-def modes_sentence(steps, counts, order: Verdict) -> str:
-    """Lens 1 on this run: the modes carried over training and the order in which they came."""
-    counts = np.asarray(counts)
-    later = np.flatnonzero(counts > counts[0])
-    when = f", the first added by step {steps[later[0]]}" if later.size else ""
+def _verdict_clause(verdict: Verdict, yes: str, no: str, question: str) -> str:
+    return _finding_clause(verdict, bool(verdict.reproduces), yes, no, question)
+
+
+def _null_phrase(verdict: Verdict) -> str:
+    """Which of the two models decided a verdict that does not reproduce."""
+    null = verdict.detail.get("null") or {}
+    trained = verdict.detail.get("trained") or {}
+    if trained.get("verdict") == "shows it" and null.get("verdict") == "shows it":
+        return "the model trained on the shuffled stream shows it too"
+    return "the trained model does not show it beyond step 0"
+
+
+def modes_sentence(steps, noise: "CarriedModes", gain: Verdict, order: Verdict) -> str:
+    """Lens 1 on this run: the modes carried above noise at step 0, at the end and by the learned-nothing
+    model, and the order in which they came."""
+    counts = noise.counts
+    shuffled = gain.detail.get("shuffled")
+    null_text = "" if shuffled is None else f", and the model trained on the shuffled stream {shuffled}"
+    carried = _verdict_clause(gain, "training adds modes that learning nothing does not",
+                              f"training does not add modes here: {_null_phrase(gain)}",
+                              "whether training adds modes")
     rho = order.detail.get("rho", float("nan"))
-    clause = _finding_clause(order, order.value is not None and order.value < 0,
-                             f"the larger modes come first (ρ = {rho:+.2f})",
-                             f"the larger modes do not come first (ρ = {rho:+.2f})",
+    clause = _verdict_clause(order, f"the larger modes come first (ρ = {rho:+.2f})",
+                             f"the larger modes do not come first (ρ = {rho:+.2f}; {_null_phrase(order)})",
                              "whether the larger modes come first")
-    return (f"The model carries {int(counts[0])} of the data's modes at step 0 and {int(counts[-1])} at the end"
-            f"{when}. {_sentence(clause)}")
+    return (f"Above their sampling error, the model carries {int(counts[0])} of the data's modes at step 0 and "
+            f"{int(counts[len(steps) - 1])} at the end{null_text}; {carried} {_sentence(clause)}")
 
 
 def logits_sentence(steps, readings: Sequence[Reading], alignment: Verdict) -> str:
     """Lens 2 on this run: α on the whole matrix and the alignment of the logit subspace with the data's modes."""
     a0, a1 = (next(iter(r.alpha["original"].values())) for r in (readings[0], readings[-1]))
     d = alignment.detail
-    weakest = min(d["z"], key=d["z"].get)
-    clause = _finding_clause(alignment, alignment.value is not None and alignment.value >= ALIGNMENT_Z,
-                             f"it is more aligned than every null (the closest, the {weakest}, by {d['z'][weakest]:.1f} s.e.)",
-                             f"it is not more aligned than the {weakest} (z = {d['z'][weakest]:.1f})",
+    null = "" if d.get("null_overlap") is None else f", shuffled-trained model: {d['null_overlap']:.2f}"
+    clause = _verdict_clause(alignment, "it is more aligned than every null, and the shuffled-trained model is not",
+                             f"the alignment does not reproduce: {_null_phrase(alignment)}",
                              "whether it is more aligned than every null")
     return (f"On the whole matrix, α (original reading) goes from {a0:.2f} at step 0 to {a1:.2f} at the end. The "
             f"logit subspace meets the data's modes at a mean cosine of {d['overlap']:.2f} (step 0: "
-            f"{d['step0_overlap']:.2f}, random: {d['random_mean']:.2f}); {clause}")
+            f"{d['step0_overlap']:.2f}, random: {d['random_mean']:.2f}{null}); {clause}")
 
 
-def geometry_sentence(first: Reading, last: Reading, verdicts: dict) -> str:
+def geometry_sentence(first: Reading, last: Reading, verdicts: dict, null: Reading | None = None) -> str:
     """Lens 3 on this run: the word and context geometry against the NTP-SVM solution's factors, at step
-    0 and at the end. Plain text (a glued text holds no math), so the solution is named in words."""
+    0, at the end and for the learned-nothing model. Plain text (a glued text holds no math), so the
+    solution is named in words."""
     words, approach = verdicts["words"], verdicts["approach"]
-    w = ("the permutation null is rejected" if words.value is not None and words.value <= 0.01 else
-         "the permutation null is not rejected") if words.undecided is None else "undecided"
-    c = _finding_clause(approach, approach.value is not None and approach.value >= ALIGNMENT_Z,
-                        f"that is a gain of {approach.value:.1f} s.e. over step 0",
-                        f"there is no gain beyond step 0 (z = {approach.value:.1f})",
-                        "whether it gains over step 0")
-    words_note = "" if words.undecided is None else f" {_sentence(words.undecided)}"
+    null_w = "" if null is None else f", shuffled-trained model: {null.geometry['words']:.2f}"
+    w = _verdict_clause(words, "the permutation null is rejected for it alone",
+                        "the finding does not reproduce" + (" (the shuffled-trained model rejects it too)"
+                                                            if words.detail.get("null_p") is not None
+                                                            and words.detail["null_p"] <= GEOMETRY_LEVEL
+                                                            and words.detail["p"] <= GEOMETRY_LEVEL else ""),
+                        "whether only training gives it")
+    gain = approach.detail.get("trained") or {}
+    c = _verdict_clause(approach, f"a gain of {gain.get('estimate', float('nan')):+.2f} over step 0 that "
+                                  "the shuffled-trained model does not show",
+                        f"the gain does not reproduce: {_null_phrase(approach)}", "whether it gains over step 0")
+    null_c = "" if null is None else f", shuffled-trained model: {null.geometry['contexts']:.2f}"
     return (f"The word geometry correlates with the word factor of the NTP-SVM solution at r = "
-            f"{last.geometry['words']:.2f} at the end (step 0: {first.geometry['words']:.2f}; {w}).{words_note} "
+            f"{last.geometry['words']:.2f} at the end (step 0: {first.geometry['words']:.2f}{null_w}); {w} "
             f"The context geometry correlates with its context factor at r = {last.geometry['contexts']:.2f} "
-            f"(step 0: {first.geometry['contexts']:.2f}); {c}")
+            f"(step 0: {first.geometry['contexts']:.2f}{null_c}); {c}")
 
 
-def llc_sentence(readings: Sequence[Reading], growth: Verdict) -> str:
-    """Lens 4 on this run: λ̂ at step 0 and at the end, and its rank correlation with the modes carried."""
-    first, last = readings[0].llc, readings[-1].llc
-    clause = _finding_clause(growth, growth.value is not None and growth.value >= ALIGNMENT_Z,
-                             f"that is a rise of {growth.value:.1f} s.e.", f"there is no rise ({growth.value:.1f} s.e.)",
-                             "whether it rises")
-    rho = growth.detail.get("rho_with_modes", float("nan"))
-    tail = (f" Over the checkpoints its rank correlation with the number of modes carried is {rho:+.2f}."
-            if math.isfinite(rho) else "")
+def llc_sentence(first: dict, last: dict, null: dict | None, growth: Verdict) -> str:
+    """Lens 4 on this run: λ̂ at step 0, at the end and of the learned-nothing model, and the verdict."""
+    clause = _verdict_clause(growth, "λ̂ rises with training and not without it",
+                             f"the rise does not reproduce: {_null_phrase(growth)}", "whether it rises with learning")
+    null_text = "" if null is None else f", and {null['llc']:.1f} ± {null['se']:.1f} for the shuffled-trained model"
     return (f"The estimate λ̂ is {first['llc']:.1f} ± {first['se']:.1f} at step 0 and {last['llc']:.1f} ± "
-            f"{last['se']:.1f} at the end; {clause}{tail}")
+            f"{last['se']:.1f} at the end{null_text}; {clause}")
 
 
 # ---------------------------------------------------------------------------
@@ -436,7 +708,8 @@ def llc_sentence(readings: Sequence[Reading], growth: Verdict) -> str:
 
 def heavy_steps(values: dict) -> list:
     """The chapter's heavy steps for parameter ``values`` (:class:`lib.book.costs.HeavyStep`): the
-    logit matrices and the SGLD chains of every checkpoint, for the model ``values`` name."""
+    logit matrices and the SGLD chains of every checkpoint (and of the learned-nothing model's final one),
+    for the model ``values`` name, and training the learned-nothing model (the suite only)."""
     hub = values.get("hub_model") or "suite"
     if hub == "suite":       # the Introduction's suite: 8 checkpoints, its ci vocabulary and context
         shape = SIZES.get(values.get("model_size"), SIZES["p-70m"])
@@ -453,14 +726,26 @@ def heavy_steps(values: dict) -> list:
     llc_flops = 6 * params * tokens + 2 * params * int(values.get("llc_windows") or 0) * llc_ctx
     llc_bytes = int(values.get("llc_chains") or 1) * (4 * params * 4 + int(values.get("llc_batch_size") or 1) * llc_ctx
                                                      * (vocab + 16 * d * layers) * 4)
-    return [HeavyStep("extended logit matrices", f"{n_ckpt} checkpoints, |H| = {m}, |F| = {S}, V = {vocab}",
-                      logit_bytes, n_ckpt * logit_flops, "n_histories, n_symbols"),
-            HeavyStep("SGLD chains of λ̂", f"{n_ckpt} checkpoints, {values.get('llc_chains')} chains × "
-                      f"{values.get('llc_draws')} draws × {values.get('llc_batch_size')} windows of {llc_ctx} tokens",
-                      llc_bytes, n_ckpt * llc_flops, "llc_chains, llc_draws, llc_batch_size, llc_context")]
+    readings = n_ckpt + (1 if hub == "suite" else 0)            # the learned-nothing model's final checkpoint
+    steps = [HeavyStep("extended logit matrices", f"{readings} checkpoints, |H| = {m}, |F| = {S}, V = {vocab}",
+                       logit_bytes, readings * logit_flops, "n_histories, n_symbols"),
+             HeavyStep("SGLD chains of λ̂", f"{readings} checkpoints, {values.get('llc_chains')} chains × "
+                       f"{values.get('llc_draws')} draws × {values.get('llc_batch_size')} windows of {llc_ctx} tokens",
+                       llc_bytes, readings * llc_flops, "llc_chains, llc_draws, llc_batch_size, llc_context")]
+    if hub == "suite":       # the learned-nothing model: the Introduction's recipe on the shuffled stream, once
+        intro = substrate.intro_settings(values.get("profile") or "ci")
+        size = values.get("model_size") if values.get("model_size") in SIZES else "p-70m"
+        n_train, batch, context = intro["train_steps"], intro["batch_size"], intro["context_length"]
+        steps.append(HeavyStep(f"training {size} on the shuffled stream (cached after the first run)",
+                               f"{n_train} steps of {batch} windows × {context} tokens, vocabulary {vocab}", 0.0,
+                               substrate.training_step_flops(size, vocab, batch, context) * n_train,
+                               "model_size"))
+    return steps
 
 
-__all__ = ["ALIGNED_PAIRS", "ALIGNMENT_Z", "LensModels", "LensStudy", "Reading", "Verdict", "alignment_verdict",
-           "carried_verdict", "geometry_sentence", "geometry_verdicts", "heavy_steps", "learning_order", "lens_models",
+__all__ = ["ALIGNED_PAIRS", "ALIGNMENT_Z", "GEOMETRY_LEVEL", "NO_NULL_FOR_HUB", "RESOLUTION", "CarriedModes",
+           "LensModels", "LensStudy", "Reading", "Verdict", "alignment_verdict", "all_of", "carried_above_noise",
+           "carried_verdict", "effect_record", "learned_verdict", "mixing_problem", "null_conditionals",
+           "order_effect", "read_null", "rho_with_se", "geometry_sentence", "geometry_verdicts", "heavy_steps", "learning_order", "lens_models",
            "llc_sentence", "llc_verdict", "logits_sentence", "modes_sentence", "prepare_study", "read_checkpoint",
            "read_checkpoints"]

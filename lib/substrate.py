@@ -150,6 +150,76 @@ def model_source(hub_model: str = "suite", hub_revisions=(), *, profile: str = "
         tokenizer=series.tokenizer, series=series)
 
 
+@dataclass
+class NullModel:
+    """A model that learned nothing but the unigram law (:func:`shuffled_null_model`): the mini-Pythia
+    ``size`` trained with the Introduction's recipe on the token stream in a random order.
+
+    ``suite`` (:class:`lib.models.mini_pythia.Suite`, one size), ``steps`` (its checkpoints, step 0 first),
+    ``tokens`` (the shuffled training stream it saw), ``shuffle_seed``; ``load(step=None, device)`` →
+    :class:`lib.models.causal_lm.CausalLM` (None: the final checkpoint)."""
+    size: str
+    suite: Any
+    steps: list
+    tokens: np.ndarray
+    shuffle_seed: int
+    device: Any = "cpu"
+
+    def load(self, step=None, device=None):
+        return self.suite.load(self.size, step, self.device if device is None else device)
+
+
+def shuffled_null_model(profile: str = "ci", seed: int = 0, device="cpu", *, model_size: str = "p-tiny",
+                        shuffle_seed: int | None = None, train=None, held=None, vocab_size: int | None = None,
+                        smoke: bool = False, train_device=None) -> NullModel:
+    """The learned-nothing null of every finding about learning: the mini-Pythia ``model_size`` trained with
+    the Introduction's recipe at ``profile`` and ``seed`` (:func:`intro_settings`, :func:`train_book_suite`:
+    same context, steps, batches, learning rate, initialisation) on its training stream in a uniformly
+    random order (:func:`lib.empirical_modes.shuffle_tokens` with ``shuffle_seed``, default ``seed``).
+
+    The shuffled stream keeps every token count and loses every sequence: the best such a model can do
+    is the unigram law, whatever its history, so an effect it shows too is not learned structure. Its
+    held-out loss is read on the unshuffled held-out stream, beside the trained model's.
+
+    ``train``, ``held`` (token streams or arrays) and ``vocab_size``: another training stream, such as a
+    hub model's corpus under its tokenizer (default: the Introduction's, :func:`book_streams`). It is one
+    cache entry of ``mini-pythia/``, keyed like the trained model's by the hash of its (shuffled) token
+    arrays and every hyperparameter; at ``ci`` (p-tiny, 400 steps) it trains in about 90 s on one CPU
+    core, once. Models load on ``device``; it trains on ``train_device`` (default ``device``)."""
+    from .empirical_modes import shuffle_tokens
+
+    if model_size not in mini_pythia.SIZES:
+        raise ValueError(f"parameter 'model_size' must be one of {sorted(mini_pythia.SIZES)}; got {model_size!r}")
+    shuffle_seed = seed if shuffle_seed is None else shuffle_seed
+    if isinstance(shuffle_seed, bool) or not isinstance(shuffle_seed, (int, np.integer)) or shuffle_seed < 0:
+        raise ValueError(f"parameter 'shuffle_seed' must be an integer >= 0; got {shuffle_seed!r}")
+    train_device = device if train_device is None else train_device
+    if train_device == "auto":
+        settings_device = train_device
+    else:
+        import torch
+
+        settings_device = torch.device(train_device).type
+    p = intro_settings(profile, seed, settings_device, smoke)
+    if train is None or held is None:
+        if train is not None or held is not None:
+            raise ValueError("parameters 'train' and 'held' go together: give both streams or neither")
+        tok, train, held = book_streams(profile, seed, settings_device, smoke)
+        vocab_size = tok.vocab_size
+    elif vocab_size is None:
+        raise ValueError("parameter 'vocab_size' is needed with streams 'train' and 'held'")
+    tokens = np.asarray(getattr(train, "tokens", train))
+    held_tokens = np.asarray(getattr(held, "tokens", held))
+    shuffled = shuffle_tokens(tokens, int(shuffle_seed))
+    from types import SimpleNamespace
+
+    suite = train_book_suite(SimpleNamespace(tokens=shuffled), SimpleNamespace(tokens=held_tokens),
+                             SimpleNamespace(vocab_size=int(vocab_size)), profile=profile, model_sizes=[model_size],
+                             context_length=p["context_length"], train_steps=p["train_steps"],
+                             batch_size=p["batch_size"], seed=seed, device=train_device)
+    return NullModel(model_size, suite, list(suite.checkpoint_steps), shuffled, int(shuffle_seed), device)
+
+
 def training_windows(stream, n: int, context: int, seed: int):
     """``n`` windows of ``context`` tokens from a token stream, at uniformly drawn starts.
 

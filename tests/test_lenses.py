@@ -339,7 +339,6 @@ def test_carried_shares_of_the_data_itself_are_one():
     assert LZ.modes_carried(shares)[0] == modes.rank
     flat = np.repeat(modes.q_y[None], 6, axis=0)            # a model that ignores the history
     assert LZ.modes_carried(LZ.carried_shares(modes, flat[None]))[0] < modes.rank
-    assert LX.carried_verdict([1, 1, 2, 4]).value == 3 and LX.carried_verdict([2, 1]).value == -1
 
 
 def test_the_llc_settings_are_the_learning_coefficients_chapters():
