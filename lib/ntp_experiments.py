@@ -42,7 +42,7 @@ __all__ = [
     "train_transformer", "untrained_readouts", "cosine_matrix", "offdiag_corr", "permutation_null",
     "compare_geometries", "PAIRS", "GeometryComparison", "geometry_comparison", "mean_and_se", "Collapse", "subspace_collapse", "centred", "energy_count", "effective_rank", "logit_spectra",
     "decade_index", "ksubset_geometry_error", "reinitialise",
-    "REAL_MODELS", "PERM_ALPHA", "REAL_RESOLUTION", "REAL_PAIRS", "REAL_PREDICTIONS", "check_real_model", "load_real_model", "word_text",
+    "REAL_MODELS", "PERM_ALPHA", "REAL_RESOLUTION", "REAL_PAIRS", "REAL_PREDICTIONS", "check_real_model", "load_real_model", "real_models", "real_tokenizer", "word_text",
     "context_text", "RealReadout", "support_words", "real_readout", "real_verdict", "RealGeometry", "real_geometry", "real_readouts", "readout_of",
     "REAL_SHAPES", "real_model_steps",
 ]
@@ -696,11 +696,21 @@ def load_real_model(name: str, device="cpu"):
     (:func:`lib.models.hub.load_model` at revisions "final" and "init"; the twin has the same
     configuration, a seeded initialisation and the same quantise–dequantise round trip, so the two differ
     by training alone). The tokenizer is read from the dequantised folder (the GGUF header's, saved there)."""
+    return real_models(name, device), real_tokenizer(name)
+
+
+def real_models(name: str, device="cpu") -> dict:
+    """{"final": the released GGUF model ``name``, "init": its untrained twin} (:func:`load_real_model`)."""
+    from .models import hub
+
+    return {rev: hub.load_model(name, rev, device=device) for rev in ("final", "init")}
+
+
+def real_tokenizer(name: str):
+    """The tokenizer of the GGUF model ``name`` (its header's, saved in the dequantised folder)."""
     from .models import gguf_file, hub
 
-    models = {rev: hub.load_model(name, rev, device=device) for rev in ("final", "init")}
-    tokenizer = hub.tokenizer_from(str(gguf_file.dequantised_dir(name, "final")), {})
-    return models, tokenizer
+    return hub.tokenizer_from(str(gguf_file.dequantised_dir(name, "final")), {})
 
 
 def word_text(label: str) -> str:
