@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .book.costs import HeavyStep
+from .book.device import torch_threads
 from .book.tables import Raw
-from .languages import plant_bigrams
+from .languages import plant_bigrams, reduce_vocabulary
 from .mode_comparisons import compare_history_lengths, planted_mode_errors, truncated_family
 from .modes import Modes
+from .ntp_experiments import REAL_SHAPES, check_real_model, real_models, real_tokenizer
 
 MODE_BASIS_MAX_ENTRIES = 2 * 10 ** 7  # the mode basis's Gram matrix has (|Σ^k||Σ^l|)^2 entries: checked up to this
 NUMERICAL_ZERO = 1e-9  # a KL difference or a truncation's move counts when above this (the solver's accuracy)
@@ -364,21 +366,6 @@ TOKENIZE_FLOPS_PER_BYTE = 9.0e4
 DEFAULT_CORPUS_MB = 14.0
 
 
-def check_real_model(real_model) -> str:
-    """``real_model`` if it is one of :data:`lib.ntp_experiments.REAL_MODELS`, refused otherwise
-    (:func:`lib.ntp_experiments.check_real_model`)."""
-    from .ntp_experiments import check_real_model as check
-
-    return check(real_model)
-
-
-def real_tokenizer(name: str):
-    """The tokenizer of the GGUF model ``name`` (:func:`lib.ntp_experiments.real_tokenizer`)."""
-    from .ntp_experiments import real_tokenizer as tokenizer
-
-    return tokenizer(name)
-
-
 def token_documents(tokenizer, documents) -> tuple[np.ndarray, np.ndarray]:
     """The documents tokenized by ``tokenizer`` (no special tokens), empty ones dropped: (one stream of
     token ids, the offset at which each document starts)."""
@@ -394,8 +381,7 @@ def real_view(tokens, doc_offsets, vocab_size: int, *, n_symbols: int, k: int, n
     and OTHER (:func:`lib.languages.reduce_vocabulary`), and the ``n_histories`` most frequent k-strings of
     kept tokens with what follows them (:func:`lib.lenses.corpus_view`, whose ``modes`` are those of the
     empirical joint q̂(x) q̂(y|x), Chen & Murfet §4.3). Returns (view, the map token → symbol)."""
-    from .languages import reduce_vocabulary
-    from .lenses import corpus_view, symbol_table
+    from .lenses import corpus_view, symbol_table      # deferred: lib.lenses loads torch
 
     tokens, doc_offsets = np.asarray(tokens), np.asarray(doc_offsets, dtype=np.int64)
     mapped, kept = reduce_vocabulary(tokens, n_symbols, vocab_size)
@@ -443,7 +429,7 @@ def real_modes(view, conditionals: dict, *, n_boot: int, seed: int, level: float
     :func:`lib.lenses_experiments.carried_verdict` with the twin as both the reference and the null (the twin's
     own gain over itself is zero, so the verdict reads the trained model's gain by :func:`lib.book.decide_effect`
     at a resolution of one mode)."""
-    from .lenses_experiments import carried_above_noise, carried_verdict
+    from .lenses_experiments import carried_above_noise, carried_verdict      # deferred: it loads torch
 
     conds = np.stack([np.asarray(conditionals["init"], float), np.asarray(conditionals["final"], float)])
     noise = carried_above_noise(view, conds, level=level, n_boot=n_boot, seed=seed)
@@ -462,9 +448,7 @@ def real_conditionals(name: str, view, table, device="cpu") -> dict:
     """P_M(y|x) of the released model ``name`` and of its untrained twin
     (:func:`lib.ntp_experiments.load_real_model`) on the view's histories and alphabet ``table``
     (:func:`lib.lenses.model_conditional`, l = 1): {"final": (m, |Σ|), "init": (m, |Σ|)}."""
-    from .book.device import torch_threads
-    from .lenses import model_conditional
-    from .ntp_experiments import real_models
+    from .lenses import model_conditional             # deferred: lib.lenses loads torch
 
     models = real_models(name, device)
     with torch_threads(1):
@@ -478,8 +462,6 @@ def real_model_steps(values: dict, text_bytes: float | None = None) -> list:
     the model and its twin on real_histories histories of real_history tokens (2 FLOPs a token per parameter,
     the shapes of :data:`lib.ntp_experiments.REAL_SHAPES`; both held in float32), and real_boot bootstrap
     replicates (an SVD of the m × |Σ| joint each, :func:`svd_cost`)."""
-    from .ntp_experiments import REAL_SHAPES
-
     name = values.get("real_model") or "none"
     if name == "none":
         return []

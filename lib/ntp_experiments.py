@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import scipy.special
 
+from .book import decide_effect
 from .book.device import torch_threads
 from .ntp import (NTPData, NTPError, LinearGeometry, cosine_matrix, cross_entropy, extract_contexts,
                   gd_excess_bound, gd_linear, k_subsets, kl_terms, l_star, linear_geometry, linear_w_mm,
@@ -750,7 +751,7 @@ def real_readout(model, tokenizer, data: NTPData) -> RealReadout:
     (:func:`context_text`) and tokenized by ``tokenizer``, and the output-embedding rows
     (:func:`lib.lenses.word_embeddings`) of the first token of each support word (:func:`support_words`,
     :func:`word_text`)."""
-    from . import lenses
+    from . import lenses            # deferred: lib.lenses loads torch
 
     if data.contexts is None or data.labels is None:
         raise NTPError("a real model reads the contexts as text: data must come from extract_contexts (tokens and labels)")
@@ -777,7 +778,7 @@ def real_verdict(r: float, null: np.ndarray, effect, alpha: float = PERM_ALPHA):
     Returns a :class:`lib.lenses_experiments.Verdict` whose value is the margin in correlation units:
     r − r_α when that is negative; else upper − resolution (< 0) when the twin effect does not reproduce;
     else min(lower, r − r_α) ≥ 0 when both hold; undecided when the twin effect is."""
-    from .lenses_experiments import Verdict, effect_record
+    from .lenses_experiments import Verdict, effect_record      # deferred: it loads torch
 
     null = np.asarray(null, float)
     detail = {"twin": effect_record(effect), "n_perm": int(null.size)}
@@ -828,8 +829,7 @@ def real_geometry(data: NTPData, L_mm: np.ndarray, final: RealReadout, init: Rea
     p-value (:func:`lib.lenses.geometry_correlation`), the twin's r, and the paired difference with its
     bootstrap s.e. over items (:func:`lib.lenses.paired_correlation_difference`), decided by
     :func:`lib.book.decide_effect` at ``resolution`` and :func:`real_verdict`."""
-    from . import lenses
-    from .book import decide_effect
+    from . import lenses            # deferred: lib.lenses loads torch
 
     if not np.array_equal(final.words, init.words):
         raise NTPError("the trained model and its twin must be read on the same words")
