@@ -23,8 +23,8 @@ Arms, per model: ``bare`` (one chain's forward + backward on a fresh minibatch, 
 steps/s; ``bare-flat-loss`` and ``bare-transposed-loss`` the same with the cross entropy handed the
 logits as (B·T, V) rows, and as their (B, V, T) transpose: the mini-Pythia models' ``bare`` is the
 first, lib.models.causal_lm.sequence_loss's layout, the transformer's the second), ``vmap`` and
-``loop`` (estimate_llc eager), ``loop-compiled`` and ``vmap-compiled`` (``compile=True``; only for
---compiled-models, since a cold compile of a large model takes minutes), and ``canonical``
+``loop`` (estimate_llc eager), ``loop-compiled`` and ``vmap-compiled`` (``compile=True``; for
+--compiled-models, by default all three), and ``canonical``
 (canonical-interp's LLCEstimator, compiled as by default, when it is importable: put its package
 on PYTHONPATH). A sampler arm's rate is marginal:
 after one warm-up call (which compiles, where anything compiles), two calls of ``draws_short``
@@ -36,8 +36,20 @@ FLOPs per chain-step are counted by ``torch.utils.flop_counter`` (lib.sgld.step_
 matmul peaks (fp32, TF32 off as in the sampler, and bf16) are measured in the same run, so
 each arm's fraction of either peak is stated.
 
+Every sampler arm and canonical-interp use the same loss, the library's: the per-sequence mean next-token
+cross entropy with the logits laid out as (B·T, V) rows (``lib.models.causal_lm.sequence_loss``; for the
+transformer, ``flat_layout_loss`` of its logits), so ``bare`` and ``bare-flat-loss`` coincide, and
+``bare-transposed-loss`` prices the old (B, V, T) layout. The arms run in the order of ``ARMS`` (the
+comparisons first), every arm on every model by default; ``--budget-s`` gives each model an equal share
+of the time left when it starts and skips, saying so, an arm whose expected time (:func:`arm_estimate`)
+does not fit. scripts/gpu_check.sh runs it so within one 10-minute device call.
+
 Results go to stdout as they come and, after every arm, to --json (partial results survive a
-time limit).
+time limit). At the end, :func:`summary` prints per model the ratios (ours compiled and eager against
+canonical-interp compiled, eager against compiled, vmap against loop), each arm's share of the fp32
+matmul peak, and the lib.sgld entries for the device that the measured loop saving proposes
+(``COMPILE_SAVING``: the smallest 1 − eager/compiled over the models; ``COMPILE_SECONDS_COLD``: the
+largest first-call extra; ``EAGER_FLOP_PER_S``: the slowest eager rate per thread).
 """
 from __future__ import annotations
 
@@ -60,8 +72,10 @@ CHAINS, EPS, GAMMA, BATCH, N_WINDOWS = 8, 1e-4, 300.0, 32, 1024
 PYTHIA_VOCAB, PYTHIA_CONTEXT = 50304, 256
 # (short, long) draws per model: long enough that the difference is many steps, short enough for a lease
 DRAWS = {"transformer": (50, 300), "p-tiny": (10, 60), "p-small": (10, 60), "p-base": (5, 25), "p-70m": (4, 16)}
-ARMS = ("bare", "vmap", "loop", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss",
+# in the order they run within a model (the comparisons first, should the budget run out)
+ARMS = ("bare", "loop", "vmap", "canonical", "loop-compiled", "vmap-compiled", "bare-flat-loss",
         "bare-transposed-loss")
+COMPILE_ALLOWANCE_S = 90.0  # a compile's guess until one is measured in this run (the budget's arithmetic only)
 
 
 def build(name: str, device, vocab: int, context: int):
@@ -72,7 +86,7 @@ def build(name: str, device, vocab: int, context: int):
 
     g = torch.Generator().manual_seed(0)
     if name == "transformer":
-        from tiny_transformer import TinyTransformer, per_sequence_loss
+        from tiny_transformer import TinyTransformer
 
         torch.manual_seed(0)
         model = TinyTransformer()
@@ -80,9 +94,7 @@ def build(name: str, device, vocab: int, context: int):
         canonical = (model, ids[:, :-1], ids[:, 1:])  # the model predicts tokens 1..32 from 0..31
         flat_loss = flat_layout_loss(lambda m, ids: m(ids[:, :-1]))
         transposed_loss = transposed_layout_loss(lambda m, ids: m(ids[:, :-1]))
-
-        def loss_fn(m, batch):
-            return per_sequence_loss(m, batch[0])
+        loss_fn = flat_loss  # the samplers' loss: the library's (B·T, V) row layout (per_sequence_loss's numbers)
     else:
         from transformers import GPTNeoXForCausalLM
 
@@ -108,6 +120,7 @@ def build(name: str, device, vocab: int, context: int):
 
         canonical = (Logits(model), ids[:, :-1], ids[:, 1:])  # logits at 0..T−2 predict tokens 1..T−1, as ours
     model = model.to(device)
+    # "bare" is the samplers' loss (the row layout for every model since 2026-11-27, so "bare-flat-loss" repeats it)
     losses = {"bare": loss_fn, "bare-flat-loss": flat_loss, "bare-transposed-loss": transposed_loss}
     return model, (ids.to(device),), losses, canonical, sum(p.numel() for p in model.parameters())
 
@@ -186,8 +199,8 @@ def canonical_call(canonical, device, draws: int, n: int):
     loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True,
                         generator=torch.Generator().manual_seed(0))
 
-    def criterion(logits, targets):
-        return F.cross_entropy(logits.transpose(1, 2), targets)
+    def criterion(logits, targets):  # the mean over tokens, in the row layout the samplers use
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     logits_model.requires_grad_(False)
     try:
@@ -213,6 +226,8 @@ def marginal(call, device, short: int, long_: int) -> dict:
     t_warm, _ = timed(short)
     t_short, _ = timed(short)
     t_long, out = timed(long_)
+    if t_long <= t_short:  # the difference is below the calls' jitter: no rate to report
+        raise RuntimeError(f"timing not resolved: {long_} draws took {t_long:.3f} s, {short} took {t_short:.3f} s")
     rate = CHAINS * (long_ - short) / (t_long - t_short)
     return dict(chain_steps_per_s=rate, warmup_seconds=t_warm, first_call_extra_seconds=t_warm - t_short,
                 short_seconds=t_short, long_seconds=t_long, draws=[short, long_], last=out)
@@ -226,7 +241,28 @@ def llc_of(out) -> float | None:
     return None
 
 
-def run_model(name: str, device, arms, peaks: dict, quick: bool, record, vocab: int, context: int) -> None:
+def arm_estimate(arm: str, row: dict) -> float:
+    """Seconds an arm is expected to take, from the arms of this model already run: an eager sampler arm as the
+    slowest eager one so far, a compiled one that plus the longest compile seen in the run
+    (``COMPILE_ALLOWANCE_S`` before any), canonical-interp's plus three such compiles, a bare arm as the first."""
+    done = {a: r for a, r in row.items() if isinstance(r, dict) and "arm_seconds" in r}
+    eager = max([r["arm_seconds"] for a, r in done.items() if a in ("loop", "vmap")], default=0.0)
+    if arm.startswith("bare"):
+        return done.get("bare", {}).get("arm_seconds", 0.0)
+    if arm in ("loop", "vmap"):
+        return eager
+    compiles = [r["first_call_extra_seconds"] for r in COMPILES if "first_call_extra_seconds" in r]
+    compile_s = max(compiles) if compiles else COMPILE_ALLOWANCE_S
+    # canonical-interp compiles again in each of its three calls (a new estimator each time: on the CPU every
+    # call of 2 or 4 draws took 25 s)
+    return eager + (3 if arm == "canonical" else 1) * compile_s
+
+
+COMPILES: list = []  # the compiled arms' results so far (their first-call extra is the compile)
+
+
+def run_model(name: str, device, arms, peaks: dict, quick: bool, record, vocab: int, context: int,
+              deadline: float = math.inf) -> None:
     import torch
 
     from lib.sgld import step_flops
@@ -242,6 +278,12 @@ def run_model(name: str, device, arms, peaks: dict, quick: bool, record, vocab: 
     print(f"== {name}: {params:,} parameters, {flops / 1e9:.2f} GFLOP per chain-step", flush=True)
     for arm in arms:
         t0 = time.perf_counter()
+        need = arm_estimate(arm, row)
+        if t0 + need > deadline:
+            row[arm] = dict(skipped=f"budget: needs about {need:.0f} s, {max(deadline - t0, 0):.0f} s left")
+            print(f"   {arm}: skipped ({row[arm]['skipped']})", flush=True)
+            record(row)
+            continue
         try:
             if arm.startswith("bare"):
                 rate = bare_rate(model, data, losses[arm], device,
@@ -269,6 +311,8 @@ def run_model(name: str, device, arms, peaks: dict, quick: bool, record, vocab: 
             r.update(flop_per_s=fps, **{f"fraction_of_{k}_peak": fps / v for k, v in peaks.items()})
         r["arm_seconds"] = time.perf_counter() - t0
         row[arm] = r
+        if arm == "canonical" or arm.endswith("-compiled"):
+            COMPILES.append(r)
         if "error" in r:
             print(f"   {arm}: FAILED {r['error'][:200]}", flush=True)
         else:
@@ -294,8 +338,12 @@ def main(argv=None) -> int:
     ap.add_argument("--models", type=lambda v: v.split(","), default=["transformer", "p-small", "p-70m"],
                     help=f"comma-separated, from {', '.join(DRAWS)}")
     ap.add_argument("--arms", type=lambda v: v.split(","), default=list(ARMS), help=f"from {', '.join(ARMS)}")
-    ap.add_argument("--compiled-models", type=lambda v: v.split(","), default=["transformer", "p-small"],
-                    help="models whose compiled arms run (default transformer,p-small: a compile is minutes)")
+    ap.add_argument("--compiled-models", type=lambda v: v.split(","), default=["transformer", "p-small", "p-70m"],
+                    help="models whose compiled arms run (default all three)")
+    ap.add_argument("--budget-s", type=float, default=math.inf,
+                    help="wall-clock budget of the whole run (s): each model gets an equal share of what is left "
+                         "when it starts, and an arm whose expected time (arm_estimate) does not fit is skipped "
+                         "and said so (scripts/gpu_check.sh: 540)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 and 4 draws")
     ap.add_argument("--vocab", type=int, default=PYTHIA_VOCAB, help=f"mini-Pythia vocabulary (default {PYTHIA_VOCAB})")
     ap.add_argument("--context", type=int, default=PYTHIA_CONTEXT,
@@ -327,7 +375,7 @@ def main(argv=None) -> int:
     result = dict(date=time.strftime("%Y-%m-%d"), torch=torch.__version__, device=str(device),
                   device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                   matmul_peak_flop_per_s=peaks, chains=CHAINS, eps=EPS, gamma=GAMMA, batch=BATCH,
-                  windows=N_WINDOWS, models=[])
+                  windows=N_WINDOWS, quick=args.quick, budget_s=args.budget_s, models=[])
     try:
         from importlib.metadata import version
 
@@ -344,14 +392,79 @@ def main(argv=None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(result, indent=2, default=float))
 
-    for name in args.models:
-        arms = [a for a in args.arms if name in args.compiled_models or not a.endswith("-compiled")]
+    start = time.perf_counter()
+    for i, name in enumerate(args.models):
+        arms = [a for a in ARMS if a in args.arms and (name in args.compiled_models or not a.endswith("-compiled"))]
+        now = time.perf_counter()
+        deadline = now + (start + args.budget_s - now) / (len(args.models) - i)
         try:
-            run_model(name, device, arms, peaks, args.quick, record, args.vocab, args.context)
+            run_model(name, device, arms, peaks, args.quick, record, args.vocab, args.context, deadline)
         except Exception as exc:  # a model that cannot be built or counted must not lose the others
             traceback.print_exc()
             record(dict(model=name, error=f"{type(exc).__name__}: {exc}"[:600]))
+    print(summary(result), flush=True)
     return 0
+
+
+def rate_of(row: dict, arm: str):
+    r = row.get(arm)
+    return r.get("chain_steps_per_s") if isinstance(r, dict) else None
+
+
+def summary(result: dict) -> str:
+    """The ratios between arms per model (chain-steps/s over chain-steps/s at equal chains and batch), each arm's
+    share of the fp32 matmul peak, and the entries for lib.sgld's compile tables these measurements propose."""
+    lines = ["", "== summary (ratios of chain-steps/s; equal chains and batch within a model)"]
+    pairs = [("loop-compiled", "canonical", "ours loop compiled / canonical-interp compiled"),
+             ("vmap-compiled", "canonical", "ours vmap compiled / canonical-interp compiled"),
+             ("loop", "canonical", "ours loop eager / canonical-interp compiled"),
+             ("vmap", "canonical", "ours vmap eager / canonical-interp compiled"),
+             ("loop", "loop-compiled", "loop eager / loop compiled"),
+             ("vmap", "vmap-compiled", "vmap eager / vmap compiled"),
+             ("vmap", "loop", "vmap / loop, eager"),
+             ("vmap-compiled", "loop-compiled", "vmap / loop, compiled"),
+             ("loop-compiled", "bare", "loop compiled / one chain's bare step")]
+    savings, colds, eager_rates = [], [], []
+    for row in result["models"]:
+        name = row["model"]
+        if "error" in row:
+            lines.append(f"{name}: failed ({row['error'][:120]})")
+            continue
+        lines.append(f"{name} ({row['parameters']:,} parameters, {row['flops_per_chain_step'] / 1e9:.2f} GFLOP "
+                     f"per chain-step):")
+        for a, b, label in pairs:
+            ra, rb = rate_of(row, a), rate_of(row, b)
+            lines.append(f"   {label}: " + (f"{ra / rb:.2f}x" if ra and rb else "not measured"))
+        for arm in ARMS:
+            r = row.get(arm, {})
+            if "fraction_of_fp32_peak" in r:
+                lines.append(f"   {arm}: {100 * r['fraction_of_fp32_peak']:.1f} % of the fp32 peak")
+        eager, compiled = rate_of(row, "loop"), rate_of(row, "loop-compiled")
+        if eager and compiled:
+            savings.append((name, 1.0 - eager / compiled))
+            colds.append(row["loop-compiled"].get("first_call_extra_seconds", math.nan))
+            eager_rates.append(eager * row["flops_per_chain_step"])
+    kind = result["device"].split(":")[0]
+    lines.append("")
+    if result.get("quick"):
+        lines.append("--quick: 2 and 4 draws per call, so the rates below are noise, not measurements")
+    if savings:
+        lines.append("measured saving of the compiled loop step (1 - eager/compiled): "
+                     + ", ".join(f"{n} {s:+.1%}" for n, s in savings))
+        low = min(s for _, s in savings)
+        lines.append(f"proposed lib.sgld entries for {kind!r} (the smallest saving; the largest compile; the slowest eager "
+                     "rate, per thread as compile_pays divides by torch.get_num_threads()):")
+        lines.append(f"   COMPILE_SAVING[{kind!r}] = {max(low, 0.0):.2f}"
+                     + ("   (no saving measured: leave the device out, so 'auto' stays eager)" if low <= 0 else ""))
+        lines.append(f"   COMPILE_SECONDS_COLD[{kind!r}] = {max(colds):.1f}   (a first call's extra: cold only on a "
+                     "fresh inductor cache)")
+        import torch
+
+        lines.append(f"   EAGER_FLOP_PER_S[{kind!r}] = {min(eager_rates) / torch.get_num_threads():.3g}   "
+                     f"({min(eager_rates):.3g} FLOP/s over {torch.get_num_threads()} threads)")
+    else:
+        lines.append("no loop eager / loop compiled pair measured: no COMPILE_SAVING entry proposed")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -188,12 +188,35 @@ class FactoredModel(nn.Module):
         return torch.log_softmax(self.out(torch.tanh(self.hidden(self.embed(rows)))), dim=-1)
 
 
+def _eager_attention_in_dtype(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """GPT-NeoX's eager attention (plain ops, which ``torch.func`` can batch) with the softmax in the
+    query's dtype: transformers' own computes it in float32, which caps a float64 model's attention
+    weights at float32 precision (harmless at k = 1, where a history has one position and the weight
+    is exactly 1; at k = 2 the Jacobian and autograd paths then disagree by ~1e-8)."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = nn.functional.dropout(torch.softmax(weights, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def _native_dtype_attention() -> str:
+    """The name under which :func:`_eager_attention_in_dtype` is registered with transformers."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    AttentionInterface.register("eager_native_dtype", _eager_attention_in_dtype)
+    ALL_MASK_ATTENTION_FUNCTIONS.register("eager_native_dtype", eager_mask)   # the causal mask, as for "eager"
+    return "eager_native_dtype"
+
+
 class TransformerModel(nn.Module):
     """A GPT-NeoX (the book's mini-Pythia conventions) reading the k tokens of history x and
     returning log p(y|x, w) for the next token y (l = 1) at the last position.
 
     ``history_tokens`` (|Σ^k|, k) maps a joint row to its tokens; it is a buffer, not a
-    parameter. Attention runs in the eager implementation, which ``torch.func`` can batch."""
+    parameter. Attention runs in the eager implementation, which ``torch.func`` can batch, with its
+    softmax in the model's dtype (:func:`_eager_attention_in_dtype`)."""
 
     def __init__(self, history_tokens, vocab_size: int, hidden: int = 32, layers: int = 2, heads: int = TRANSFORMER_HEADS):
         super().__init__()
@@ -206,7 +229,8 @@ class TransformerModel(nn.Module):
             vocab_size=self.n_cols, max_position_embeddings=max(tokens.shape[1], 2), hidden_size=hidden,
             num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * hidden, rotary_pct=0.25,
             use_parallel_residual=True, tie_word_embeddings=False, hidden_act="gelu", layer_norm_eps=1e-5,
-            attention_dropout=0.0, hidden_dropout=0.0, bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+            attention_dropout=0.0, hidden_dropout=0.0, bos_token_id=0, eos_token_id=0,
+            attn_implementation=_native_dtype_attention())
         with quiet_transformers():
             self.lm = GPTNeoXForCausalLM(config)
 

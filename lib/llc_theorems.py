@@ -323,6 +323,8 @@ class Dial:
       likewise);
     * ``gap[b, j, c, t]`` = |L_n(w'_t) − L_n^(χ_j)(w'_t)| (the log-probability insensitivity at w'_t);
     * ``sep_all[b, j, c, t]`` = ‖w_t − w'_t‖ after t steps, t = 0..draws (0 at t = 0);
+    * ``loss[b, k, c, t]`` = L_n^(k) at target k's own chain point, ``loss_q[b, k, c, t]`` = L_n (of q) at that
+      point, and ``init_loss[k]`` = L_n^(k)(w*) in float64 (the terms of Theorem 7.3's identity for Δλ̂);
     * ``grad_q[b, c, t]`` = ‖∇L_n(w_t)‖ along the q-chains."""
 
     chis: list
@@ -505,7 +507,8 @@ def resolution_dial(model: nn.Module, support: Support, *, chis, nbetas, n: int,
                 run["snapshot_steps"], bad.sum(axis=-1), settings, run["seconds"],
                 [(rows, W[k]) for k in range(J + 1)],
                 {"delta": run["delta"], "lipschitz": run["lipschitz"], "gap": run["gap"],
-                 "sep_all": sep_all, "grad_q": run["grad_q"]}, good, steps, run["rhat"], run["ess"])
+                 "sep_all": sep_all, "grad_q": run["grad_q"], "loss": run["loss"], "loss_q": run["loss_q"],
+                 "init_loss": np.asarray(run["init_loss"])}, good, steps, run["rhat"], run["ess"])
 
 
 def _tensor_digest(*tensors) -> str:
@@ -556,7 +559,8 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     ingredients δ_t and s_t at every step (see :class:`Dial`); without it those two are None
     and a step costs about half. Returns per-chain λ̂ (with L_n(w*) in float64), divergence steps
     (−1: none), separations from q's chains at every step (``sep_all[b, k−1, c, t]``,
-    t = 0..draws), the per-step measurements, snapshots of positions, and the mixing of each
+    t = 0..draws), the per-step measurements (each row's own loss ``loss`` and q's loss at its point ``loss_q``,
+    (B, K, C, draws), included), snapshots of positions, and the mixing of each
     chain's loss trace after burn-in: ``rhat[b, k]`` (split R̂ over the chains,
     :func:`lib.llc.split_rhat`) and ``ess[b, k, c]`` (:func:`lib.llc.effective_sample_size`).
     ``chain_ids`` (with ``noise_chains``, the number of chains of the run being reproduced)
@@ -628,6 +632,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     measured = ("delta", "lipschitz", "gap") if measure else ("gap",)
     meas = {k: torch.empty(B, J, C, draws, dtype=torch.float64, device=device) for k in measured}
     grad_q = torch.empty(B, C, draws, dtype=torch.float64, device=device)
+    losses = torch.empty(2, B, K, C, draws, dtype=torch.float64, device=device)  # L^(k)(w_t), L(w_t) per row
     sep_all = torch.zeros(B, J, C, draws + 1, dtype=torch.float64, device=device)
     state = w0.expand(R + P, -1).clone()
     w = state[:R].view(B, K, C, D)
@@ -638,6 +643,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     gp = gbuf[R:].view(B, J, C, D) if measure else None
     work = torch.empty(B, J, C, D, **col)
     arrays = {"state": state, "trace": trace, "first_bad": first_bad, "grad_q": grad_q, "sep_all": sep_all,
+              "losses": losses,
               **{"meas_" + k: v for k, v in meas.items()}, **({"positions": positions} if snap else {})}
     resume_path = Path(workdir) / "resume.pt" if workdir is not None else None
     t_start, elapsed = 0, 0.0
@@ -676,6 +682,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             meas["lipschitz"][..., t] = torch.linalg.vector_norm(torch.sub(gp, gm[:, 1:], out=work), dim=-1)
         v, vq = value[:R].view(B, K, C), value_q[:R].view(B, K, C)
         meas["gap"][..., t] = (vq[:, 1:] - v[:, 1:]).abs()
+        losses[0, ..., t], losses[1, ..., t] = v, vq
         grad_q[..., t] = torch.linalg.vector_norm(gm[:, 0], dim=-1)
         bad = ~torch.isfinite(v) | ~torch.isfinite(torch.linalg.vector_norm(w, dim=-1))
         first_bad.copy_(torch.where((first_bad < 0) & bad, torch.full_like(first_bad, t), first_bad))
@@ -703,7 +710,9 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
     out = {k: v.cpu().numpy() for k, v in meas.items()}
     if not measure:
         out.update(delta=None, lipschitz=None)
-    return {"per_chain": per_chain, "first_bad": first_bad.cpu().numpy(), "init_loss": init,
+    loss, loss_q = losses.cpu().numpy()
+    return {"per_chain": per_chain, "first_bad": first_bad.cpu().numpy(), "init_loss": init, "loss": loss,
+            "loss_q": loss_q,
             "sep_all": sep_all.cpu().numpy(), "grad_q": grad_q.cpu().numpy(), **out, "rhat": rhat, "ess": ess,
             "positions": positions.cpu().numpy() if snap else None,
             "snapshot_steps": steps_at, "seconds": seconds, "resumed_from": t_start}

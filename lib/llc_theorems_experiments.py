@@ -5,7 +5,8 @@
   schedule it sets (:func:`dial_schedule`: one step ε for every temperature, the run's length in
   relaxation times), the coupled chains (:func:`lib.llc_theorems.resolution_dial`), the quadratic
   prediction of each λ̂, and the verdict on χ*(β) (:func:`dial_verdict` over several dials);
-* Theorems 7.3–7.4 checked on a dial's run (:func:`theorem_checks`, :class:`TheoremChecks`) and
+* Theorems 7.3–7.4 checked on a dial's run (:func:`theorem_checks`, :class:`TheoremChecks`; the exact identity
+  for Δλ̂ in the proof of 7.4: :func:`difference_identity`) and
   evaluated before sampling (:func:`a_priori_bounds`, :class:`APrioriBound`);
 * the parameters the chapter reads from the chapter "Insensitivity" (:func:`insensitivity_settings`)
   and what the chapter costs before it runs (:func:`heavy_steps`, the declaration's ``costs:``).
@@ -260,6 +261,70 @@ def theorem_checks(model: nn.Module, experiment: DialExperiment) -> TheoremCheck
                     llc_ratio[b, i, c] = theorem / measured if measured > 0 else np.inf
                     gap_share[b, i, c] = 2 * nb * cst["eps"][b, j] / theorem if theorem > 0 else np.nan
     return TheoremChecks(cst, hyp, one_step_violations(dial), points, ratio, lanczos, llc_ratio, gap_share)
+
+
+IDENTITY_RTOL = 1e-10
+"""The largest |Δλ̂ − identity| / (nβ · loss scale) that rounding explains: each side is a mean of at most ~10⁵
+float64 losses of size ≤ the scale (error ≲ draws · 2⁻⁵³ ≈ 10⁻¹¹ of the scale); a sign error, a mis-paired chain
+or a different averaging window moves it by |Δλ̂| / (nβ · scale) (above 10⁻⁶ on the tests' small dial)."""
+
+
+@dataclass
+class DifferenceIdentity:
+    """:func:`difference_identity`: per (nβ, χ, chain), the measured Δλ̂_c = λ̂_c(q) − λ̂_c(q^(χ)) and the
+    right side of the identity from the losses recorded along the run, with its three terms: ``moved`` =
+    nβ·mean_t (L_n(w_t) − L_n(w'_t)), ``gap_mean`` = nβ·mean_t g_t, ``gap_0`` = nβ·g_0. ``scale[b]`` = nβ_b times the
+    largest |L_n| entering the means (what rounding is relative to)."""
+
+    chis: list
+    delta_llc: np.ndarray      # (B, J, C)
+    moved: np.ndarray
+    gap_mean: np.ndarray
+    gap_0: np.ndarray
+    scale: np.ndarray          # (B,)
+
+    @property
+    def rhs(self) -> np.ndarray:
+        return self.moved + self.gap_mean - self.gap_0
+
+    @property
+    def rel_error(self) -> np.ndarray:
+        """|Δλ̂ − right side| / scale per (b, j, c); NaN where a chain diverged."""
+        return np.abs(self.delta_llc - self.rhs) / self.scale[:, None, None]
+
+    @property
+    def max_rel_error(self) -> float:
+        err = self.rel_error
+        return float(np.max(err[np.isfinite(err)], initial=0.0))
+
+
+def difference_identity(dial: Dial) -> DifferenceIdentity:
+    """The exact identity in the proof of Theorem 7.4 (Chen & Murfet §7, as the book derives it in
+    :mod:`lib.llc_theorems`), chain pair by chain pair, for every cutoff (at χ = rank both sides are 0):
+
+        Δλ̂ = λ̂(q) − λ̂(q^(χ)) = nβ [ mean_t (L_n(w_t) − L_n(w'_t)) + mean_t g_t − g_0 ],
+
+    with w_t the q-chain, w'_t the coupled q^(χ)-chain, g_t = L_n(w'_t) − L_n^(χ)(w'_t) the signed gap at the
+    q^(χ)-chain's point (its absolute value is the log-probability insensitivity the bound charges), g_0 the same
+    at w'_0 = w*, and the means over the draws after burn-in (λ̂ = nβ(mean_t L_n(w_t) − L_n(w*)), Chen & Murfet
+    Eq. 13). Δλ̂ is the dial's ``diff``; the right side is built from the losses the sampler recorded at every step
+    (``loss``, ``loss_q``) and L_n^(k)(w*) in float64. The two agree to rounding whatever the chains do: the
+    identity checks the estimate's bookkeeping (sign, pairing, averaging window), not the sampler."""
+    st = dial.steps
+    if st is None or "loss" not in st:
+        raise ValueError("the dial recorded no per-step losses (run it with lib.llc_theorems.resolution_dial)")
+    burn_in = dial.settings["burn_in"]
+    nb = np.asarray(dial.nbetas, dtype=np.float64)[:, None, None]
+    loss, loss_q, init = st["loss"][..., burn_in:], st["loss_q"][..., burn_in:], np.asarray(st["init_loss"])
+    on_q = loss[:, :1]                               # L_n(w_t), (B, 1, C, T)
+    on_chi_q = loss_q[:, 1:]                         # L_n(w'_t), (B, J, C, T)
+    on_chi = loss[:, 1:]                             # L_n^(χ)(w'_t)
+    moved = nb * np.mean(on_q - on_chi_q, axis=-1)
+    gap_mean = nb * np.mean(on_chi_q - on_chi, axis=-1)
+    gap_0 = nb * (init[0] - init[1:])[None, :, None] * np.ones_like(moved)
+    finite = np.abs(loss[np.isfinite(loss)])
+    scale = np.asarray(dial.nbetas) * max(float(np.max(finite, initial=0.0)), float(np.max(np.abs(init))))
+    return DifferenceIdentity(list(dial.chis), dial.diff, moved, gap_mean, gap_0, scale)
 
 
 @dataclass

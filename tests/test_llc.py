@@ -126,6 +126,9 @@ def test_divergent_chains_flagged_and_excluded():
     assert not np.any(np.isfinite(res.per_chain[bad]))
     good = np.setdiff1d(np.arange(16), bad)
     assert res.llc == pytest.approx(res.per_chain[good].mean())
+    # the s.e. is over the chains kept: sd/√(finite chains), not /√(all chains)
+    assert res.se == pytest.approx(res.per_chain[good].std(ddof=1) / np.sqrt(len(good)), rel=1e-12)
+    assert len(good) < 16 and abs(res.se - res.per_chain[good].std(ddof=1) / 4.0) > 1e-6 * res.se
     calm = llc.estimate_llc(p.model, squared_error, p.data, **{**kw, "eps": 1e-3})
     assert calm.diagnostics["divergent"] == []
     with pytest.raises(llc.LLCDivergenceError, match="eps"):
@@ -436,6 +439,22 @@ def test_multiplicity_two_fit_refuses_a_runaway(values):
     rising = 0.7 - 1.0 / (np.log(nbs) + 1.0)
     fit = llc.extrapolate_nbeta(nbs, rising + np.array([0.002, -0.002, 0.001]), [0.01] * 3, multiplicity=2)
     assert abs(fit.llc - 0.7) < 0.05 and np.isfinite(fit.se)
+
+
+def test_multiplicity_two_se_is_the_gauss_newton_se_with_absolute_sigma():
+    """The s.e. of λ̂₀ from λ − 1/(log s + a): with J = [1, 1/(log s + a)²] at the fit and W = diag(1/s.e.²), the
+    Gauss–Newton covariance (JᵀWJ)⁻¹, the given s.e. taken as absolute, not rescaled by χ²/dof (far from 1 here)."""
+    nbs = np.array([100.0, 300.0, 1000.0, 3000.0])
+    ses = np.array([0.004, 0.006, 0.005, 0.008])
+    y = 0.7 - 1.0 / (np.log(nbs) + 1.0) + np.array([0.03, -0.03, 0.025, -0.02])  # χ²/dof ≫ 1
+    fit = llc.extrapolate_nbeta(nbs, y, ses, multiplicity=2)
+    lam, a = fit.params
+    r = (y - (lam - 1.0 / (np.log(nbs) + a))) / ses
+    J = np.stack([np.ones(4), 1.0 / (np.log(nbs) + a) ** 2], axis=1) / ses[:, None]
+    assert np.abs(J.T @ r).max() < 1e-6 * np.abs(J).max()  # the fit is at the least-squares optimum
+    gauss_newton = np.sqrt(np.linalg.inv(J.T @ J)[0, 0])
+    assert fit.chi2 / fit.dof > 20  # a rescaled s.e. would differ by √(χ²/dof) > 4
+    assert fit.se == pytest.approx(gauss_newton, rel=1e-4)
 
 
 def test_init_loss_and_standard_error_by_hand():

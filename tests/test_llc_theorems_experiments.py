@@ -127,3 +127,41 @@ def test_prediction_holds_and_ratio_by_hand():
     assert e.prediction_holds(z=0.0).tolist() == [[True, False, False, False]]
     assert e.prediction_ratio() == pytest.approx([1.04])
     assert e.prediction_z()[0, 2] == pytest.approx(0.2 / 0.1)
+
+
+def test_the_difference_identity_holds_to_rounding_and_catches_sign_and_pairing(small_model, small_dial):
+    """Δλ̂ = nβ[mean_t (L_n(w_t) − L_n(w'_t)) + mean_t g_t − g_0] chain by chain, to rounding, with terms far from 0;
+    its recorded losses are the losses at the kept positions (computed here directly); Δλ̂ with its sign flipped, or
+    taken between chains that were not coupled (chain c of q against chain c + 1 of q^(χ)), fails it."""
+    import dataclasses
+
+    import torch
+
+    ident = tx.difference_identity(small_dial)
+    assert ident.max_rel_error <= tx.IDENTITY_RTOL
+    rank_col = small_dial.chis.index(max(small_dial.chis))
+    below = np.delete(np.arange(len(small_dial.chis)), rank_col)
+    sized = lambda a: np.abs(a[:, below]) / ident.scale[:, None, None]  # noqa: E731
+    assert sized(ident.delta_llc).min() > 1e-6                     # a sign error moves it by this much
+    assert sized(ident.moved).min() > 1e-6 and sized(ident.gap_mean).min() > 1e-6 and sized(ident.gap_0).min() > 1e-6
+    assert np.all(ident.delta_llc[:, rank_col] == 0) and np.abs(ident.rhs[:, rank_col]).max() < 1e-9
+    # the recorded terms are what they name: the losses at the positions kept at a snapshot step
+    fs = [lq.flat_loss(small_model, cm.history_nll, d)[0] for d in small_dial.data]
+    b, j, c, i = 1, 0, 2, 1
+    t = small_dial.snapshot_steps[i]
+    w_q = torch.as_tensor(small_dial.positions[b, 0, c, i])
+    w_chi = torch.as_tensor(small_dial.positions[b, j + 1, c, i])
+    st = small_dial.steps
+    assert st["loss"][b, 0, c, t] == pytest.approx(float(fs[0](w_q)), rel=1e-12)
+    assert st["loss_q"][b, j + 1, c, t] == pytest.approx(float(fs[0](w_chi)), rel=1e-12)
+    assert st["loss"][b, j + 1, c, t] == pytest.approx(float(fs[j + 1](w_chi)), rel=1e-12)
+    assert st["init_loss"][j + 1] == pytest.approx(float(fs[j + 1](torch.cat(
+        [p.detach().reshape(-1) for p in small_model.parameters()]))), rel=1e-12)
+    # planted bugs: a sign error in Δλ̂; coupled chains mis-paired
+    flipped = dataclasses.replace(small_dial, diff=-small_dial.diff)
+    assert tx.difference_identity(flipped).max_rel_error > 1e3 * tx.IDENTITY_RTOL
+    per = small_dial.per_chain
+    mispaired = dataclasses.replace(small_dial, diff=per[:, :1] - np.roll(per[:, 1:], 1, axis=-1))
+    assert tx.difference_identity(mispaired).max_rel_error > 1e3 * tx.IDENTITY_RTOL
+    with pytest.raises(ValueError, match="per-step losses"):
+        tx.difference_identity(dataclasses.replace(small_dial, steps=None))

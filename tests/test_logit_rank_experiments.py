@@ -47,8 +47,12 @@ def test_band_decision_both_ways():
     sizes = [30, 60, 120, 240]
     inside = lx.decide_band(curve(sizes, [0.3, 0.55, 0.555, 0.56], [0.4, 0.56, 0.565, 0.57]), 0.5, 0.6)
     assert inside.decided and inside.inside and inside.value == 0.56 and inside.reason is None
-    # the smallest size (outside the last two doublings) does not count
+    # the smallest size (outside the last two doublings) does not count, nor (beyond the slope) the middle ones
     assert lx.decide_band(curve(sizes, [0.9, 0.55, 0.555, 0.56], [0.9, 0.56, 0.565, 0.57]), 0.5, 0.6).decided
+    # every reading at the largest n and both projections above 1/2: does not reproduce (the step-0 case)
+    step0 = lx.decide_band(curve(sizes, [0.344, 0.364, 0.428, 0.555], [0.467, 0.484, 0.563, 0.713]), -np.inf, 0.5)
+    assert step0.decided and step0.inside is False and step0.value == 0.555
+    assert min(step0.projected.values()) > 0.5
     above = lx.decide_band(curve(sizes, [0.5, 0.66, 0.70, 0.74], [0.6, 0.8, 0.84, 0.9]), 0.5, 0.6)
     assert above.decided and above.inside is False
     # the readings disagree: undecided, naming both
@@ -62,7 +66,9 @@ def test_band_decision_both_ways():
     assert falling.projected["literal"] == pytest.approx(0.64 + slope * np.log2(10_000 / 240))
     # at the paper's size there is nothing to project
     at_paper = lx.decide_band(curve([2500, 5000, 10000], [0.7, 0.6, 0.55], [0.8, 0.6, 0.56]), 0.5, 0.6)
-    assert at_paper.projected == {"literal": 0.55, "original": 0.56} and not at_paper.decided
+    assert at_paper.projected == {"literal": 0.55, "original": 0.56} and at_paper.decided and at_paper.inside
+    edge = lx.decide_band(curve([2500, 5000, 10000], [0.7, 0.6, 0.55], [0.8, 0.6, 0.65]), 0.5, 0.6)
+    assert not edge.decided and "original reading at n = 10000: 0.650 (above)" in edge.reason
 
 
 @settings(max_examples=200, deadline=None)
@@ -73,7 +79,8 @@ def test_band_decision_agrees_with_the_claim_check(values, low, width):
     d = lx.decide_band(c, low, low + width)
     if d.decided:
         assert d.inside == (low <= d.value <= low + width)
-        assert all(low <= v <= low + width for v in c.alpha["original"][1:]) == d.inside
+        assert (low <= c.alpha["original"][-1] <= low + width) == d.inside
+        assert all(low <= v <= low + width for v in d.projected.values()) == d.inside
     else:
         assert d.reason
 
@@ -103,6 +110,85 @@ def test_training_shape_by_hand():
     assert s2.argmin_step == 1 and s2.drop == pytest.approx(2.0) and s2.rise == pytest.approx(0.1)
     with pytest.raises(lg.LogitsError, match="three or more"):
         lx.training_shape([0, 1], [1.0, 2.0])
+
+
+def _structured(rng, n=40, futures=20, width=3, rank=2, noise=0.05):
+    """Logits with a rank-``rank`` history dependence plus small noise (a model with structure)."""
+    return rng.normal(size=(n, rank)) @ rng.normal(size=(rank, futures * width)) + noise * rng.normal(size=(n, futures * width))
+
+
+def test_scale_free_kl_does_not_move_with_the_logits_scale():
+    """Logits shrunk toward their history mean by c: KL shrinks ~c², the history-dependent rms by c exactly, and the
+    scale-free KL stays (to the quadratic order of small residuals)."""
+    rng = np.random.default_rng(2)
+    L = 0.1 * _structured(rng, noise=0.5)
+    mean = L.mean(0, keepdims=True)
+    out = []
+    for c in (0.1, 0.01):
+        Lc = mean + c * (L - mean)
+        out.append((lx.kl_at_rank(Lc, 3, 1), lg.history_dependent_rms(Lc, 3)))
+    (k1, r1), (k2, r2) = out
+    assert r2 == pytest.approx(0.1 * r1, rel=1e-9) and k2 < 0.02 * k1
+    free = lx.scale_free_kl([k1, k2], [r1, r2])
+    assert free[1] == pytest.approx(free[0], rel=0.05)
+    with pytest.raises(lg.LogitsError, match="rms"):
+        lx.scale_free_kl([1.0], [0.0])
+
+
+def test_kl_ratio_by_hand():
+    rng = np.random.default_rng(0)
+    L, row = _structured(rng), rng.normal(size=(1, 60))
+    by_hand = lx.kl_at_rank(L, 3, 2) / lg.average_kl(L, np.tile(row, (40, 1)), 3)
+    assert lx.kl_ratio(L, row, 3, 2) == pytest.approx(by_hand, rel=1e-12)
+    assert lx.kl_ratio(L, row, 3, 40) == pytest.approx(0.0, abs=1e-12)   # rank = |H|: exact
+
+
+def test_truncation_and_row_kl_against_the_svd_and_average_kl():
+    rng = np.random.default_rng(3)
+    L = _structured(rng, rank=5, noise=0.3)
+    exact = lg.rank_r_approximation(lg.svd(L, "exact"), 3)
+    assert np.abs(lx.truncation(L, 3) - exact).max() < 1e-9
+    dup = L[[0, 0, 1, 2, 3, 4, 5, 5, 6, 7]]                     # repeated rows, as a bootstrap draw has
+    assert np.abs(lx.truncation(dup, 2) - lg.rank_r_approximation(lg.svd(dup, "exact"), 2)).max() < 1e-9
+    tall = L[:, :12]                                          # more rows than columns
+    assert np.abs(lx.truncation(tall, 3) - lg.rank_r_approximation(lg.svd(tall, "exact"), 3)).max() < 1e-9
+    A = rng.normal(size=L.shape)
+    per = lx.row_kl(L, A, 3)
+    assert per.shape == (40,) and per.mean() == pytest.approx(lg.average_kl(L, A, 3), rel=1e-12)
+    assert per[4] == pytest.approx(lg.average_kl(L[4:5], A[4:5], 3), rel=1e-12)
+
+
+def test_ratio_gain_over_a_null_both_ways():
+    """Against a null with no low-rank structure (i.i.d. logits of the same scale) a rank-2 model's gain
+    reproduces; against itself the gain is exactly 0 with s.e. 0 (does not reproduce); against a null of the same
+    kind (another structured matrix) it does not reproduce or stays undecided, never reproduces; seeded."""
+    rng = np.random.default_rng(1)
+    L, row = _structured(rng), np.zeros((1, 60))
+    null = rng.normal(size=L.shape) * L.std()
+    g = lx.ratio_gain_over_null(L, row, null, row, 3, 2, replicates=50, seed=0)
+    assert g.effect.reproduces is True and g.gain == pytest.approx(1 - g.ratio / g.null_ratio)
+    assert g.ratio == pytest.approx(lx.kl_ratio(L, row, 3, 2)) and g.null_ratio > 0.5 > g.ratio
+    assert 0 < g.effect.se < 0.2 and g.effect.resolution == lx.RATIO_GAIN_RESOLUTION
+    again = lx.ratio_gain_over_null(L, row, null, row, 3, 2, replicates=50, seed=0)
+    assert again.effect.se == g.effect.se
+    other = lx.ratio_gain_over_null(L, row, null, row, 3, 2, replicates=50, seed=1)
+    assert 0.5 < other.effect.se / g.effect.se < 2.0
+    same = lx.ratio_gain_over_null(L, row, L, row, 3, 2, replicates=20, seed=0)
+    assert same.gain == 0.0 and same.effect.se == 0.0 and same.effect.reproduces is False
+    alike = lx.ratio_gain_over_null(L, row, _structured(rng), row, 3, 2, replicates=50, seed=0)
+    assert alike.effect.reproduces is not True
+    with pytest.raises(lg.LogitsError, match="one shape"):
+        lx.ratio_gain_over_null(L, row, null[:-1], row, 3, 2)
+    with pytest.raises(lg.LogitsError, match="'replicates'"):
+        lx.ratio_gain_over_null(L, row, null, row, 3, 2, replicates=1)
+    # several nulls: every one must be beaten
+    assert lx.decide_against_nulls({"a": g}) == (True, None)
+    assert lx.decide_against_nulls({"a": g, "b": same}) == (False, None)
+    undecided = lx.RatioGain(0.2, 0.25, lx.decide_effect(0.2, 0.1, resolution=0.1), 50)
+    verdict, reason = lx.decide_against_nulls({"a": g, "b": undecided})
+    assert verdict is None and "against b" in reason
+    with pytest.raises(lg.LogitsError, match="no null"):
+        lx.decide_against_nulls({})
 
 
 def test_low_rank_kl_on_an_oracle():

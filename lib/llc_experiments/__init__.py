@@ -6,7 +6,7 @@ The estimator itself is :mod:`lib.llc` and the closed forms, models and problems
 * :mod:`lib.llc_experiments.known_cases`: the estimator checked on models whose λ is known (the regular model
   against the exact value of its Euler scheme, reduced-rank regression at one nβ and in the limit nβ → ∞,
   normal crossings against quadrature, noisy labels at the empirical minimiser), with the verdicts on them
-  (:func:`beyond_tolerance_z`, :data:`MIXED_RHAT`, :data:`MIXED_ESS`) and the validators the declaration names;
+  (:func:`beyond_tolerance_z`, :data:`RRR_BAND`, :data:`MIXED_RHAT`, :data:`MIXED_ESS`) and the validators the declaration names;
 * :mod:`lib.llc_experiments.language_model`: λ̂ across a mini-Pythia model's checkpoints.
 
 Their public names are importable from here; :func:`heavy_steps` is the whole chapter's cost declaration (the
@@ -17,8 +17,8 @@ from __future__ import annotations
 from ..book.costs import HeavyStep
 from ..llc import lm_sgld_cost
 from . import known_cases
-from .known_cases import (MIXED_ESS, MIXED_RHAT, CrossingLimit, KnownCaseEstimate, NbetaLimit, RegularCheck,
-                          RRRValidation, beyond_tolerance_z, check_crossing_cases, check_rrr_cases,
+from .known_cases import (MIXED_ESS, MIXED_RHAT, RRR_BAND, CrossingLimit, KnownCaseEstimate, NbetaLimit,
+                          RegularCheck, RRRValidation, band_fractions, beyond_tolerance_z, check_crossing_cases, check_rrr_cases,
                           crossing_cases_problem, log_form_check, noisy_rrr, normal_crossing_limits, regular_check,
                           rrr_case_problem, rrr_cases_problem, validate_rrr)
 from .language_model import llc_over_training, suite_config
@@ -40,6 +40,6 @@ def heavy_steps(values: dict) -> list:
 
 
 __all__ = ["CrossingLimit", "KnownCaseEstimate", "MIXED_ESS", "MIXED_RHAT", "NbetaLimit", "RRRValidation",
-           "RegularCheck", "beyond_tolerance_z", "check_crossing_cases", "check_rrr_cases", "crossing_cases_problem",
+           "RRR_BAND", "RegularCheck", "band_fractions", "beyond_tolerance_z", "check_crossing_cases", "check_rrr_cases", "crossing_cases_problem",
            "heavy_steps", "llc_over_training", "log_form_check", "noisy_rrr", "normal_crossing_limits",
            "regular_check", "rrr_case_problem", "rrr_cases_problem", "suite_config", "validate_rrr"]

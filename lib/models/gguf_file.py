@@ -311,11 +311,18 @@ def check_revision(revision) -> str:
                     f"untrained twin, 'final': the file's trained weights); got {revision!r}")
 
 
-def gguf_tensor_types(path) -> dict[str, str]:
-    """Each tensor's storage type in a GGUF file (``"F32"``, ``"Q4_1"``, ``"Q8_0"``, …), by GGUF name."""
+def gguf_tensors(path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Each tensor's storage type (``"F32"``, ``"Q4_1"``, ``"Q8_0"``, …) and its shape in row-major
+    order (the GGUF dimensions reversed: (rows, row length), as a ``torch.nn.Linear`` weight), by GGUF name."""
     import gguf
 
-    return {t.name: t.tensor_type.name for t in gguf.GGUFReader(os.fspath(path)).tensors}
+    return {t.name: (t.tensor_type.name, tuple(int(n) for n in reversed(t.shape)))
+            for t in gguf.GGUFReader(os.fspath(path)).tensors}
+
+
+def gguf_tensor_types(path) -> dict[str, str]:
+    """Each tensor's storage type in a GGUF file (``"F32"``, ``"Q4_1"``, ``"Q8_0"``, …), by GGUF name."""
+    return {name: kind for name, (kind, _) in gguf_tensors(path).items()}
 
 
 # --------------------------------------------------------------------------------------
@@ -390,6 +397,11 @@ def hf_names(model, path) -> dict[str, str]:
     return get_gguf_hf_weights_map(model, processor)
 
 
+# Architectures whose GGUF tensors the loader rearranges only in ways that commute with blockwise quantisation
+# along rows: Llama permutes the rows of W_q and W_k; Gemma 2 and 3 subtract 1 from the (float32) norm weights.
+TWIN_ARCHITECTURES = ("llama", "gemma2", "gemma3")
+
+
 def untrained_twin(config, path, seed: int):
     """The untrained twin of the GGUF model at ``path`` whose configuration is ``config``.
 
@@ -399,15 +411,23 @@ def untrained_twin(config, path, seed: int):
     with :func:`twin_quant_type` (T); tied weights go through once. The round trip runs on the
     parameter in transformers' layout: its last axis is the GGUF row along which blocks run (checked:
     the shapes agree), and the only rearrangement the loader makes of a quantised tensor, Llama's
-    permutation of the rows of W_q and W_k, moves whole rows and so commutes with blockwise quantisation."""
+    permutation of the rows of W_q and W_k, moves whole rows and so commutes with blockwise quantisation
+    (architectures with other rearrangements, :data:`TWIN_ARCHITECTURES`, are refused)."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS
 
+    arch = gguf_architecture(path)
+    if arch in TENSOR_PROCESSORS and arch not in TWIN_ARCHITECTURES:
+        raise GGUFError(f"no untrained twin for architecture {arch!r}: transformers' GGUF loader rearranges its "
+                        f"tensors in ways the round trip has not been checked against; twins are drawn for "
+                        f"{list(TWIN_ARCHITECTURES)} and for architectures whose tensors the loader keeps as stored")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.eval()
-    types = gguf_tensor_types(path)
+    tensors = gguf_tensors(path)
+    types = {name: kind for name, (kind, _) in tensors.items()}
     names = hf_names(model, path)
     done: set[int] = set()
     with torch.no_grad():
@@ -419,6 +439,9 @@ def untrained_twin(config, path, seed: int):
             if id(param) in done:
                 continue
             done.add(id(param))
+            if tuple(param.shape) != tensors[gname][1]:
+                raise GGUFError(f"the untrained twin: {names[gname]} has shape {tuple(param.shape)} but the file's "
+                                f"{gname} is stored as {tensors[gname][1]}; the round trip would run along the wrong axis")
             w = param.detach().cpu().numpy()
             param.copy_(torch.from_numpy(round_trip(w, target)).reshape(param.shape))
     unmapped = [g for g, t in types.items() if twin_quant_type(t) is not None and g not in names]
@@ -503,6 +526,7 @@ def dequantised_dir(name_or_path, revision: str | None = None, seed: int = 0, ch
 
 __all__ = ["GGUF_PREFIX", "GGUF_MAGIC", "GGUF_REVISIONS", "PACKAGED_GGUF", "PackagedGGUF", "GGUFError",
            "FALLBACK_QUANT", "is_gguf_name", "packaged_path", "packaged_problem", "gguf_path", "gguf_problem",
-           "gguf_architecture", "supported_gguf_architectures", "gguf_tensor_types", "check_revision",
+           "gguf_architecture", "supported_gguf_architectures", "gguf_tensor_types", "gguf_tensors",
+           "TWIN_ARCHITECTURES", "check_revision",
            "twin_quant_type", "round_trip", "load_gguf_with_transformers", "hf_names", "untrained_twin",
            "dequantised_dir", "module_dir"]

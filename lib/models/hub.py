@@ -216,9 +216,7 @@ class ModelSeries:
     def model_id(self, revision: str) -> str:
         if gguf_file.is_gguf_name(self.name):  # the file's content, and the twin's seed
             rev = gguf_file.check_revision(revision)
-            from ..book.cache import file_sha256
-
-            sha = file_sha256(gguf_file.gguf_path(self.name))[:16]
+            sha = gguf_file.file_sha256(gguf_file.gguf_path(self.name))[:16]
             return f"gguf-{sha}@{rev}" + (f"-seed{self.init_seed}" if rev == "init" else "")
         path = Path(self.name).expanduser()
         return f"{path.resolve() if path.exists() else self.name}@{revision}"

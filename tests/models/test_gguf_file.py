@@ -251,3 +251,19 @@ def test_smollm2_predicts_fox_as_transformers_does(monkeypatch):
     assert torch.equal(got, expected)
     assert tok.decode([int(got.argmax())]) == " fox"
     assert lm.n_params == 134_515_008 and lm.config.num_hidden_layers == 30 and lm.vocab_size == 49152
+
+
+def test_the_twin_refuses_a_layout_it_has_not_been_checked_against(tiny_file, monkeypatch):
+    """A stored shape that is not the parameter's (a transposed tensor) and an architecture whose loader
+    rearranges tensors otherwise (GPT-2 transposes) are refused; the tiny Llama itself passes (above)."""
+    config = gguf_file.plain_config(gguf_file.load_gguf_with_transformers(tiny_file)[0].config)
+    real = gguf_file.gguf_tensors(tiny_file)
+    transposed = {**real, "blk.0.ffn_down.weight": ("Q4_1", real["blk.0.ffn_down.weight"][1][::-1])}
+    monkeypatch.setattr(gguf_file, "gguf_tensors", lambda path: transposed)
+    with pytest.raises(gguf_file.GGUFError, match="wrong axis"):
+        gguf_file.untrained_twin(config, tiny_file, seed=0)
+    monkeypatch.setattr(gguf_file, "gguf_tensors", lambda path: real)
+    gguf_file.untrained_twin(config, tiny_file, seed=0)
+    monkeypatch.setattr(gguf_file, "gguf_architecture", lambda path: "gpt2")
+    with pytest.raises(gguf_file.GGUFError, match="no untrained twin for architecture 'gpt2'"):
+        gguf_file.untrained_twin(config, tiny_file, seed=0)

@@ -7,6 +7,7 @@ import torch
 
 from lib import logits as lg
 from lib.models import gpt_neox, prefix_reuse
+from lib.models.causal_lm import CausalLM
 from tests.test_logits import seqs, tiny_lm
 
 torch.set_num_threads(1)
@@ -241,3 +242,68 @@ def test_only_a_plain_dynamic_cache_counts_as_plain(lm):
     empty = DynamicCache()
     empty.layers = []
     assert not prefix_reuse.plain_kv_cache(empty)
+
+
+# ------------------------------------------------------------------ other architectures: Llama, Gemma 3
+
+def tiny_llama(seed=0, vocab=40):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return CausalLM(LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64,
+                                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                 max_position_embeddings=64)), "cpu")
+
+
+def tiny_gemma3(seed=0, vocab=40):
+    """Gemma 3 with a sliding window of 4 tokens on two of its three layers, shorter than the contexts: its
+    cache is not a plain DynamicCache (sliding-window layers), so histories of equal length share a pass."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                              max_position_embeddings=64)
+    return CausalLM(Gemma3ForCausalLM(config), "cpu")
+
+
+@pytest.mark.parametrize("make, padded", [(tiny_lm, True), (tiny_llama, True), (tiny_gemma3, False)],
+                         ids=["gpt-neox", "llama", "gemma3"])
+def test_history_reuse_on_any_causal_lm_equals_one_pass_per_context(make, padded):
+    """The same matrix, full vocabulary and k selected columns, as one forward pass per h∘f, on GPT-NeoX,
+    Llama (left-padded shared caches) and Gemma 3 (sliding-window cache: equal-length blocks, the cache
+    copied and repeated over the futures with transformers' own batch_repeat_interleave)."""
+    model = make()
+    assert prefix_reuse.padding_supported(model) is padded
+    rng = np.random.default_rng(3)
+    H, F = seqs(rng, 9, 1, 7), seqs(rng, 7, 0, 6)
+    F[2] = ()
+    full = lg.extended_logit_matrix(model, H, F, rows_per_block=4, batch_tokens=60)
+    assert np.abs(full - lg.naive_extended_logit_matrix(model, H, F)).max() <= 1e-4
+    cols = lg.select_columns(model, [f for f in F if f], 5)
+    Fk = [f for f in F if f]
+    fast = lg.extended_logit_matrix(model, H, Fk, columns=cols, rows_per_block=4, batch_tokens=60)
+    assert np.abs(fast - lg.naive_extended_logit_matrix(model, H, Fk, columns=cols)).max() <= 1e-4
+
+
+def test_a_cache_repeated_in_the_wrong_order_is_caught(monkeypatch):
+    """The comparison above can fail: Gemma 3's cache tiled (h1 h2 h1 h2 …) instead of interleaved
+    (h1 h1 … h2 h2 …) over the futures gives rows of the wrong histories."""
+    from transformers.cache_utils import DynamicCache
+
+    model = tiny_gemma3(1)
+    rng = np.random.default_rng(4)
+    H = [tuple(int(x) for x in rng.integers(0, 40, 5)) for _ in range(4)]       # equal lengths: one block
+    F = seqs(rng, 3, 1, 4)
+    ref = lg.naive_extended_logit_matrix(model, H, F)
+    assert np.abs(lg.extended_logit_matrix(model, H, F) - ref).max() <= 1e-4
+
+    def tiled(self, repeats):
+        for layer in self.layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys = layer.keys.repeat(repeats, *([1] * (layer.keys.ndim - 1)))
+                layer.values = layer.values.repeat(repeats, *([1] * (layer.values.ndim - 1)))
+
+    monkeypatch.setattr(DynamicCache, "batch_repeat_interleave", tiled)
+    assert np.abs(lg.extended_logit_matrix(model, H, F) - ref).max() > 1e-3
