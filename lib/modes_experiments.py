@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .book.costs import HeavyStep
+from .book.device import torch_threads
 from .book.tables import Raw
-from .languages import plant_bigrams
+from .languages import plant_bigrams, reduce_vocabulary
 from .mode_comparisons import compare_history_lengths, planted_mode_errors, truncated_family
 from .modes import Modes
+from .ntp_experiments import REAL_SHAPES, check_real_model, real_models, real_tokenizer
 
 MODE_BASIS_MAX_ENTRIES = 2 * 10 ** 7  # the mode basis's Gram matrix has (|Σ^k||Σ^l|)^2 entries: checked up to this
 NUMERICAL_ZERO = 1e-9  # a KL difference or a truncation's move counts when above this (the solver's accuracy)
@@ -346,4 +348,135 @@ def heavy_steps(values: dict) -> list:
                   "max_history or corpus_symbols", host=True),
         HeavyStep("effective distributions of the corpus language at (2, 1)",
                   f"{S + 1} cutoffs on {S ** 2} histories × {S} continuations", eff_bytes, eff_flops, "corpus_symbols", host=True),
-    ]
+    ] + real_model_steps(values)
+
+
+# --------------------------------------------------------------------------- a model no one here trained
+
+#: A mode counts as carried when the model's share c_α/σ_α reaches one half (the rule of the chapters
+#: "Insensitivity" and "Three lenses") and exceeds z* = 3 s.d. of its sampling error
+#: (:func:`lib.lenses_experiments.carried_above_noise`).
+CARRIED_LEVEL = 0.5
+#: Tokenizing costs no floating-point work; it is priced as this many FLOP-equivalents a byte of text
+#: (measured: 14 MB of the book's corpus in 27 s with SmolLM2's tokenizer on one busy core, at a matmul
+#: rate of about 45 GFLOP/s).
+TOKENIZE_FLOPS_PER_BYTE = 9.0e4
+#: The size of the book's default corpus (the installed packages' docstrings, lib.text.corpus), which prices
+#: tokenizing a local corpus before it is read.
+DEFAULT_CORPUS_MB = 14.0
+
+
+def token_documents(tokenizer, documents) -> tuple[np.ndarray, np.ndarray]:
+    """The documents tokenized by ``tokenizer`` (no special tokens), empty ones dropped: (one stream of
+    token ids, the offset at which each document starts)."""
+    ids = tokenizer(list(documents), add_special_tokens=False)["input_ids"]
+    ids = [np.asarray(d, dtype=np.int64) for d in ids if len(d)]
+    if not ids:
+        raise ValueError("parameter 'documents' holds no text the tokenizer turns into tokens")
+    return np.concatenate(ids), np.cumsum([0] + [d.size for d in ids[:-1]]).astype(np.int64)
+
+
+def real_view(tokens, doc_offsets, vocab_size: int, *, n_symbols: int, k: int, n_histories: int):
+    """The corpus seen through an alphabet of the model's tokens: the ``n_symbols`` − 1 most frequent tokens
+    and OTHER (:func:`lib.languages.reduce_vocabulary`), and the ``n_histories`` most frequent k-strings of
+    kept tokens with what follows them (:func:`lib.lenses.corpus_view`, whose ``modes`` are those of the
+    empirical joint q̂(x) q̂(y|x), Chen & Murfet §4.3). Returns (view, the map token → symbol)."""
+    from .lenses import corpus_view, symbol_table      # deferred: lib.lenses loads torch
+
+    tokens, doc_offsets = np.asarray(tokens), np.asarray(doc_offsets, dtype=np.int64)
+    mapped, kept = reduce_vocabulary(tokens, n_symbols, vocab_size)
+    if kept[-1] != -1:
+        raise ValueError(f"parameter 'n_symbols' = {n_symbols}: the stream has no more distinct tokens, so no OTHER")
+    ends = np.append(doc_offsets[1:], len(mapped))
+    documents = [mapped[a:b] for a, b in zip(doc_offsets, ends)]
+    labels = [str(int(t)) for t in kept[:-1]] + ["OTHER"]
+    return corpus_view(documents, kept, labels, k, n_histories), symbol_table(kept, vocab_size)
+
+
+@dataclass
+class RealModes:
+    """A released model and its untrained twin against the corpus's modes. ``noise``: the shares c_α/σ_α of
+    each data mode the two carry, with their bootstrap s.d. and the carried masks (rows: twin, trained;
+    :class:`lib.lenses_experiments.CarriedModes`); ``verdict``: does training make the model carry more
+    modes than its twin (:func:`lib.lenses_experiments.carried_verdict`); ``sigma``: the singular values of
+    the data's joint and of each model's joint q̂(x) P_M(y|x); ``overlap``: |⟨u_α(data), u_α(model)⟩| per
+    mode α of the model's own modes against the data's (same index)."""
+
+    noise: object
+    verdict: object
+    sigma: dict
+    overlap: dict
+
+    def carried(self, row: int = 1) -> list[int]:
+        """The indices α of the data modes carried by the twin (row 0) or the trained model (row 1)."""
+        return [int(a) for a in np.flatnonzero(self.noise.carried[row])]
+
+    def table_rows(self) -> list[dict]:
+        n = self.noise
+        return [{"mode α": a, "σ_α": float(n.sigma[a]), "share trained": float(n.shares[1, a]),
+                 "s.d. trained": float(n.sd[1, a]), "carried": bool(n.carried[1, a]),
+                 "share twin": float(n.shares[0, a]), "carried by twin": bool(n.carried[0, a])}
+                for a in range(len(n.sigma))]
+
+
+def real_modes(view, conditionals: dict, *, n_boot: int, seed: int, level: float = CARRIED_LEVEL) -> RealModes:
+    """Which of the data's modes (``view``'s) a released model carries, against its untrained twin.
+
+    ``conditionals``: {"init": P_twin(y|x), "final": P_trained(y|x)}, each (m, |Σ|) on the view's histories
+    (:func:`lib.lenses.model_conditional` at l = 1). The carried modes are those of
+    :func:`lib.lenses_experiments.carried_above_noise` (share ≥ ``level`` and above 3 s.d. of a bootstrap of
+    q̂'s counts); the finding, modes carried by the trained model minus by the twin, is
+    :func:`lib.lenses_experiments.carried_verdict` with the twin as both the reference and the null (the twin's
+    own gain over itself is zero, so the verdict reads the trained model's gain by :func:`lib.book.decide_effect`
+    at a resolution of one mode)."""
+    from .lenses_experiments import carried_above_noise, carried_verdict      # deferred: it loads torch
+
+    conds = np.stack([np.asarray(conditionals["init"], float), np.asarray(conditionals["final"], float)])
+    noise = carried_above_noise(view, conds, level=level, n_boot=n_boot, seed=seed)
+    verdict = carried_verdict(noise, first=0, last=1, null=0)
+    data = view.modes
+    sigma, overlap = {"data": data.sigma}, {}
+    for name, row in (("trained", 1), ("twin", 0)):
+        own = Modes.from_joint(view.q_x[:, None] * conds[row], zero_rows="raise", normalize=True)
+        sigma[name] = own.sigma
+        r = min(data.rank, own.rank)
+        overlap[name] = np.abs((data.u[:, :r] * own.u[:, :r]).sum(0))
+    return RealModes(noise, verdict, sigma, overlap)
+
+
+def real_conditionals(name: str, view, table, device="cpu") -> dict:
+    """P_M(y|x) of the released model ``name`` and of its untrained twin
+    (:func:`lib.ntp_experiments.load_real_model`) on the view's histories and alphabet ``table``
+    (:func:`lib.lenses.model_conditional`, l = 1): {"final": (m, |Σ|), "init": (m, |Σ|)}."""
+    from .lenses import model_conditional             # deferred: lib.lenses loads torch
+
+    models = real_models(name, device)
+    with torch_threads(1):
+        return {rev: model_conditional(model, view.histories, 1, table) for rev, model in models.items()}
+
+
+def real_model_steps(values: dict, text_bytes: float | None = None) -> list:
+    """The heavy steps of the section on a released model (none with real_model: none): tokenizing the
+    corpus (:data:`TOKENIZE_FLOPS_PER_BYTE`; ``text_bytes`` of text, default max_corpus_mb for a streamed corpus
+    and :data:`DEFAULT_CORPUS_MB` for a local one),
+    the model and its twin on real_histories histories of real_history tokens (2 FLOPs a token per parameter,
+    the shapes of :data:`lib.ntp_experiments.REAL_SHAPES`; both held in float32), and real_boot bootstrap
+    replicates (an SVD of the m × |Σ| joint each, :func:`svd_cost`)."""
+    name = values.get("real_model") or "none"
+    if name == "none":
+        return []
+    d, layers, ff, vocab = REAL_SHAPES[name]
+    params = layers * (4 * d * d + 3 * d * ff) + vocab * d
+    m, k, S, n_boot = values["real_histories"], values["real_history"], values["real_symbols"], values["real_boot"]
+    if text_bytes is None:   # a streamed corpus is cut at max_corpus_mb; a local one is read whole
+        streamed = str(values.get("corpus") or "").startswith("hf:")
+        text_bytes = (values.get("max_corpus_mb") or 0) * 1e6 if streamed else DEFAULT_CORPUS_MB * 1e6
+    text = float(text_bytes)
+    boot_bytes, boot_flops = svd_cost(m, S)
+    return [HeavyStep("tokenizing the corpus with the released model's tokenizer", f"{text / 1e6:.0f} MB of text",
+                      8.0 * text, TOKENIZE_FLOPS_PER_BYTE * text, "max_corpus_mb", host=True),
+            HeavyStep(f"{name} and its untrained twin on the histories", f"{params / 1e6:.0f}M parameters, {m} "
+                      f"histories of {k} tokens, twice", 8.0 * params + 2 * m * vocab * 4,
+                      2 * 2.0 * params * m * k, "real_histories", host=True),
+            HeavyStep("the bootstrap of q̂'s counts", f"{n_boot} replicates of a {m} × {S} SVD", boot_bytes,
+                      n_boot * (boot_flops + 4.0 * m * S * S), "real_boot", host=True)]

@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import scipy.special
 
+from .book import decide_effect
 from .book.device import torch_threads
 from .ntp import (NTPData, NTPError, LinearGeometry, cosine_matrix, cross_entropy, extract_contexts,
                   gd_excess_bound, gd_linear, k_subsets, kl_terms, l_star, linear_geometry, linear_w_mm,
@@ -42,6 +43,9 @@ __all__ = [
     "train_transformer", "untrained_readouts", "cosine_matrix", "offdiag_corr", "permutation_null",
     "compare_geometries", "PAIRS", "GeometryComparison", "geometry_comparison", "mean_and_se", "Collapse", "subspace_collapse", "centred", "energy_count", "effective_rank", "logit_spectra",
     "decade_index", "ksubset_geometry_error", "reinitialise",
+    "REAL_MODELS", "PERM_ALPHA", "REAL_RESOLUTION", "REAL_PAIRS", "REAL_PREDICTIONS", "check_real_model", "load_real_model", "real_models", "real_tokenizer", "word_text",
+    "context_text", "RealReadout", "support_words", "real_readout", "real_verdict", "RealGeometry", "real_geometry", "real_readouts", "readout_of",
+    "REAL_SHAPES", "real_model_steps",
 ]
 
 
@@ -625,4 +629,245 @@ def heavy_steps(values: dict) -> list:
                            float(estimate_training_bytes(cfg, m, T)), train, "tf_hidden, tf_layers or tf_steps"))
     steps.append(HeavyStep("the permutation tests", f"{values['n_perm']} relabellings of 4 m × m correlations, m = {m}",
                            8.0 * 4 * m * m, 4 * 4.0 * m * m * values["n_perm"], "n_perm", host=True))
+    steps += real_model_steps(values)
     return steps
+
+
+#: The shapes of the released models (their GGUF headers), for pricing §7 before anything is loaded:
+#: width, layers, feed-forward width, vocabulary.
+REAL_SHAPES = {"smollm2-135m": (576, 30, 1536, 49152), "gemma3-270m": (640, 18, 2048, 262144)}
+
+
+def real_model_steps(values: dict) -> list:
+    """The heavy steps of §7 (none with real_model: none): loading the released model and its twin
+    (float32, both held: 8 bytes a parameter; the first run also dequantises them into the cache) and
+    reading the m contexts through the backbone (about T + 2 tokens each: 2 FLOPs a token per parameter outside
+    the embedding, twice; keys and values counted at full width, an upper bound for grouped-query attention), then n_perm
+    relabellings of 4 correlations (counted twice: lib.lenses.geometry_correlation and the verdict's
+    quantile) and real_boot paired-bootstrap replicates of 4 pairs (two correlations of m² entries each)."""
+    from .book.costs import HeavyStep
+
+    name = values.get("real_model") or "none"
+    if name == "none":
+        return []
+    d, layers, ff, vocab = REAL_SHAPES[name]
+    params = layers * (4 * d * d + 3 * d * ff) + vocab * d
+    m, T = values["contexts"], values["context_length"]
+    n_perm, n_boot = values["n_perm"], values.get("real_boot") or 0
+    return [HeavyStep(f"§7: {name} and its untrained twin read on the corpus contexts",
+                      f"{params / 1e6:.0f}M parameters, {m} contexts of about {T + 2} tokens, twice",
+                      8.0 * params, 2 * 2.0 * (params - vocab * d) * m * (T + 2) + 2 * 4.0 * params,
+                      "real_model or contexts", host=True),
+            HeavyStep("§7: relabellings and the paired bootstrap", f"{n_perm} relabellings and {n_boot} replicates of "
+                      f"4 correlations, m = {m}", 8.0 * 4 * m * m, 4 * 4.0 * m * m * (2 * n_perm + 2 * n_boot),
+                      "n_perm or real_boot", host=True)]
+
+
+# --------------------------------------------------------------------------------------
+# §7 A model no one here trained (a released language model against its untrained twin)
+# --------------------------------------------------------------------------------------
+
+#: The released models the chapters may read (``real_model``), and "none" to skip them.
+REAL_MODELS = ("smollm2-135m", "gemma3-270m", "none")
+#: The permutation level a real model's correlation must beat: the one-sided normal tail at the book's
+#: z* = 3 (lib.book.Z_FINDING), 0.00135, so that the relabelling test is as strict as every other finding.
+PERM_ALPHA = 0.00135
+#: The smallest gain in correlation over the untrained twin that counts: Cohen's "small" correlation (0.1),
+#: the resolution the Three lenses chapter uses for the same read-out.
+REAL_RESOLUTION = 0.1
+#: The compared pairs: key → (geometry, what the model's cosines are compared with).
+REAL_PAIRS = {"mm_contexts": ("contexts", "L^mm factors"), "support_contexts": ("contexts", "supports"),
+              "mm_words": ("words", "L^mm factors"), "support_words": ("words", "supports")}
+#: What the talk predicts for each pair (slide "Numerical Example"; heat maps, no number given).
+REAL_PREDICTIONS = {"mm_contexts": "eigenfactors of L^mm predict geometry",
+                    "support_contexts": "support overlaps give a good proxy",
+                    "mm_words": "eigenfactors of L^mm predict geometry",
+                    "support_words": "support overlaps give a good proxy"}
+
+
+def check_real_model(real_model) -> str:
+    """``real_model`` if it is one of :data:`REAL_MODELS`; refused otherwise, naming the allowed values."""
+    if real_model not in REAL_MODELS:
+        raise NTPError(f"parameter 'real_model' must be one of {', '.join(REAL_MODELS)}; got {real_model!r}")
+    return real_model
+
+
+def load_real_model(name: str, device="cpu"):
+    """({"final": the released model, "init": its untrained twin}, tokenizer) of a GGUF model
+    (:func:`lib.models.hub.load_model` at revisions "final" and "init"; the twin has the same
+    configuration, a seeded initialisation and the same quantise–dequantise round trip, so the two differ
+    by training alone). The tokenizer is read from the dequantised folder (the GGUF header's, saved there)."""
+    return real_models(name, device), real_tokenizer(name)
+
+
+def real_models(name: str, device="cpu") -> dict:
+    """{"final": the released GGUF model ``name``, "init": its untrained twin} (:func:`load_real_model`)."""
+    from .models import hub
+
+    return {rev: hub.load_model(name, rev, device=device) for rev in ("final", "init")}
+
+
+def real_tokenizer(name: str):
+    """The tokenizer of the GGUF model ``name`` (its header's, saved in the dequantised folder)."""
+    from .models import gguf_file, hub
+
+    return hub.tokenizer_from(str(gguf_file.dequantised_dir(name, "final")), {})
+
+
+def word_text(label: str) -> str:
+    """A corpus word as it reads after other words: ' word', and the full stop '.' as itself."""
+    return "." if label == "." else " " + label
+
+
+def context_text(labels) -> str:
+    """A corpus context (its words) as text: words separated by spaces, the full stop attached."""
+    return "".join(word_text(w) for w in labels).lstrip()
+
+
+@dataclass
+class RealReadout:
+    """What a released model's geometry is read from on the corpus contexts: ``H`` (m × d) the final hidden
+    states (after the last norm) at each context's last token, ``W`` (n × d) the output-embedding rows
+    of the ``words`` (indices into the corpus vocabulary) at their first token ``token_ids``;
+    ``single_token``: how many of those words are one token; ``tied``: whether the output embedding is
+    the input embedding."""
+
+    H: np.ndarray
+    W: np.ndarray
+    words: np.ndarray
+    token_ids: np.ndarray
+    single_token: int
+    tied: bool
+
+
+def support_words(data: NTPData) -> np.ndarray:
+    """The corpus words (not OTHER, symbol V − 1, which no single token stands for) that follow at least
+    one of the contexts: the rows of S the word geometry is read on."""
+    return np.flatnonzero(data.S[:-1].sum(1) > 0)
+
+
+def real_readout(model, tokenizer, data: NTPData) -> RealReadout:
+    """The context embeddings (:func:`lib.lenses.context_embeddings`) of the corpus contexts written as text
+    (:func:`context_text`) and tokenized by ``tokenizer``, and the output-embedding rows
+    (:func:`lib.lenses.word_embeddings`) of the first token of each support word (:func:`support_words`,
+    :func:`word_text`)."""
+    from . import lenses            # deferred: lib.lenses loads torch
+
+    if data.contexts is None or data.labels is None:
+        raise NTPError("a real model reads the contexts as text: data must come from extract_contexts (tokens and labels)")
+    texts = [context_text([data.labels[t] for t in row]) for row in data.contexts]
+    histories = [tuple(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    words = support_words(data)
+    pieces = [tokenizer(word_text(data.labels[z]), add_special_tokens=False)["input_ids"] for z in words]
+    ids = np.array([p[0] for p in pieces], dtype=np.int64)
+    net = model.model
+    tied = bool(getattr(net.config, "tie_word_embeddings", False)) and \
+        net.get_output_embeddings().weight.data_ptr() == net.get_input_embeddings().weight.data_ptr()
+    return RealReadout(lenses.context_embeddings(model, histories), lenses.word_embeddings(model, ids), words, ids,
+                       sum(len(p) == 1 for p in pieces), tied)
+
+
+def real_verdict(r: float, null: np.ndarray, effect, alpha: float = PERM_ALPHA):
+    """The finding "the trained model's geometry follows the prediction" for one pair, decided twice:
+
+    * against relabelling: r must exceed the (1 − ``alpha``) quantile r_α of ``null`` (the permutation
+      null); with fewer than 1/alpha relabellings r_α is not resolved and the verdict is undecided;
+    * against the untrained twin: ``effect`` (:func:`lib.book.decide_effect` of the paired difference
+      r − r_twin) must reproduce.
+
+    Returns a :class:`lib.lenses_experiments.Verdict` whose value is the margin in correlation units:
+    r − r_α when that is negative; else upper − resolution (< 0) when the twin effect does not reproduce;
+    else min(lower, r − r_α) ≥ 0 when both hold; undecided when the twin effect is."""
+    from .lenses_experiments import Verdict, effect_record      # deferred: it loads torch
+
+    null = np.asarray(null, float)
+    detail = {"twin": effect_record(effect), "n_perm": int(null.size)}
+    if null.size * alpha < 1:
+        return Verdict(r, f"{null.size} relabellings cannot resolve the level {alpha:g} (need {math.ceil(1 / alpha)})",
+                       detail)
+    r_alpha = float(np.quantile(null, 1 - alpha))
+    detail["r_alpha"] = r_alpha
+    if r < r_alpha:
+        return Verdict(r - r_alpha, None, detail)
+    if effect.reproduces is False:
+        return Verdict(effect.upper - effect.resolution, None, detail)
+    if effect.reproduces is None:
+        return Verdict(effect.estimate, f"against the untrained twin: {effect.reason}", detail)
+    return Verdict(min(effect.lower, r - r_alpha), None, detail)
+
+
+@dataclass
+class RealGeometry:
+    """A released model's geometry against the prediction and against its untrained twin: the cosine
+    matrices (``mats[geometry][name]``, name 'final', 'init', 'L^mm factors', 'supports'), and per pair of
+    :data:`REAL_PAIRS` its row (``rows``: r, p, r_twin, the paired difference and its s.e.) and its
+    :func:`real_verdict` (``verdicts``)."""
+
+    mats: dict
+    rows: dict
+    verdicts: dict
+
+    def table_rows(self) -> list[dict]:
+        out = []
+        for key, (g, b) in REAL_PAIRS.items():
+            row, v = self.rows[key], self.verdicts[key]
+            out.append({"geometry": g, "against": b, "r trained": row["r"], "p (relabelling)": row["p"],
+                        "r twin": row["r_twin"], "r − r twin": row["d"], "s.e.": row["se"],
+                        "verdict": "undecided" if v.reproduces is None else
+                        ("reproduces" if v.reproduces else "does not reproduce"),
+                        "the talk": REAL_PREDICTIONS[key]})
+        return out
+
+
+def real_geometry(data: NTPData, L_mm: np.ndarray, final: RealReadout, init: RealReadout, *, n_perm: int,
+                  n_boot: int, seed: int, resolution: float = REAL_RESOLUTION) -> RealGeometry:
+    """The talk's comparison ("Numerical Example") for a released model: cosines of its context embeddings
+    cos(H, H) and centred word embeddings cos(W, W) (centred over the support words; logits do not
+    change when one vector is added to every word embedding) against those of the factors of ``L_mm``
+    (:func:`lib.ntp.ufm_factors`; word rows those of the support words, centred the same way) and of the
+    supports, cos(S, S) over contexts and cos(Sᵀ, Sᵀ) over words. Per pair: r and its relabelling
+    p-value (:func:`lib.lenses.geometry_correlation`), the twin's r, and the paired difference with its
+    bootstrap s.e. over items (:func:`lib.lenses.paired_correlation_difference`), decided by
+    :func:`lib.book.decide_effect` at ``resolution`` and :func:`real_verdict`."""
+    from . import lenses            # deferred: lib.lenses loads torch
+
+    if not np.array_equal(final.words, init.words):
+        raise NTPError("the trained model and its twin must be read on the same words")
+    words = final.words
+    W_mm, H_mm = ufm_factors(L_mm)
+    mats = {"contexts": {"final": cosine_matrix(final.H), "init": cosine_matrix(init.H),
+                         "L^mm factors": cosine_matrix(H_mm.T), "supports": cosine_matrix(data.S.T)},
+            "words": {"final": cosine_matrix(final.W, center=True), "init": cosine_matrix(init.W, center=True),
+                      "L^mm factors": cosine_matrix(W_mm[words], center=True),
+                      "supports": cosine_matrix(data.S[words])}}
+    rows, verdicts = {}, {}
+    for key, (g, b) in REAL_PAIRS.items():
+        A1, A0, B = mats[g]["final"], mats[g]["init"], mats[g][b]
+        r, p = lenses.geometry_correlation(A1, B, n_perm=n_perm, seed=seed)
+        null = permutation_null(A1, B, n_perm=n_perm, seed=seed)
+        d, se = lenses.paired_correlation_difference(A1, A0, B, n_boot=n_boot, seed=seed)
+        effect = decide_effect(d, se, resolution=resolution)
+        rows[key] = {"r": r, "p": p, "r_twin": offdiag_corr(A0, B), "d": d, "se": se}
+        verdicts[key] = real_verdict(r, null, effect)
+    return RealGeometry(mats, rows, verdicts)
+
+
+def real_readouts(name: str, data: NTPData, device="cpu") -> dict:
+    """:func:`real_readout` of the released model ``name`` and of its untrained twin (:func:`load_real_model`)
+    as one dict of arrays (``H_final``, ``W_final``, ``H_init``, ``W_init``, ``words``, ``token_ids``,
+    ``single_token``, ``tied``), the form the book's cache stores; :func:`readout_of` reads one back."""
+    models, tokenizer = load_real_model(name, device)
+    out = {}
+    with torch_threads(1):
+        for rev, model in models.items():
+            ro = real_readout(model, tokenizer, data)
+            out[f"H_{rev}"], out[f"W_{rev}"] = ro.H, ro.W
+    out.update(words=ro.words, token_ids=ro.token_ids, single_token=np.array(ro.single_token), tied=np.array(ro.tied))
+    return out
+
+
+def readout_of(arrays: Mapping, revision: str) -> RealReadout:
+    """The :class:`RealReadout` of ``revision`` ('final' or 'init') from :func:`real_readouts`' arrays."""
+    return RealReadout(np.asarray(arrays[f"H_{revision}"]), np.asarray(arrays[f"W_{revision}"]),
+                       np.asarray(arrays["words"]), np.asarray(arrays["token_ids"]), int(arrays["single_token"]),
+                       bool(arrays["tied"]))
