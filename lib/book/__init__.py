@@ -50,10 +50,10 @@ matplotlib, transformers, papermill, nbformat, jupytext, myst, IPython).
 from .cache import cached
 from .chapter_setup import setup
 from .chapters import get_claim
-from .claims import verdict_words
+from .claims import Z_FINDING, decide_effect, verdict_words
 from .figures import panels
 from .records import record, record_meta, show_figure
 from .tables import Raw, table
 
 __all__ = ["Raw", "cached", "get_claim", "panels", "record", "record_meta", "setup", "show_figure", "table",
-           "verdict_words"]
+           "verdict_words", "decide_effect", "Z_FINDING"]

@@ -19,6 +19,9 @@ example a reader's parameter list without the case the claim needs. That is a ve
 failure; the book's own ``ci`` run must decide every claim that must hold (its test says so).
 
 A chapter's prose names a verdict with :func:`verdict_words` (what the claim's check decides on its value).
+A finding that an effect exists is decided by one rule across the book, :func:`decide_effect` (z ≥
+:data:`Z_FINDING` reproduces; an upper bound below the claim's stated resolution does not; otherwise
+undecided).
 
 Each chapter declares its claims beside its source
 (``chapters/<id>.yml``, read by :mod:`lib.book.chapters`). The tests, the runner and the
@@ -183,6 +186,63 @@ def verdict_words(claim: Claim, value: Any, undecided: str | None = None, *,
     if undecided:
         return undecided_words
     return REPRODUCES if claim.check.decide(value) else NOT_REPRODUCED
+
+
+Z_FINDING = 3.0
+"""The z at which an effect counts as measured, one value for every finding of the book. Under a Gaussian
+null a one-sided excursion of 3 s.e. has probability 0.13%: across the book's ~60 findings that is less
+than one false reproduction in ten full runs."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An effect (a gain, a gap, a correlation above its null) decided by :func:`decide_effect`:
+    ``reproduces`` is True, False, or None (undecided, with ``reason``)."""
+
+    estimate: float
+    se: float
+    resolution: float
+    z_star: float
+    reproduces: bool | None
+    reason: str | None
+
+    @property
+    def lower(self) -> float:
+        """The effect's lower bound at ``z_star`` s.e."""
+        return self.estimate - self.z_star * self.se
+
+    @property
+    def upper(self) -> float:
+        """The effect's upper bound at ``z_star`` s.e."""
+        return self.estimate + self.z_star * self.se
+
+
+def decide_effect(estimate: float, se: float, *, resolution: float, z_star: float = Z_FINDING) -> Effect:
+    """The book's one rule for a finding that says "there is an effect" (estimate ± se, effect > 0):
+
+    * **does not reproduce here** when the upper bound estimate + z*·se is below ``resolution``, the
+      smallest effect that counts (stated, with its reason from the quantity's scale, in the claim's
+      yml). The run rules out any effect that large; a significant effect smaller than the resolution
+      does not count either. Identical first and last models (estimate 0, se 0) land here;
+    * **reproduces** when the lower bound estimate − z*·se is above 0 (z ≥ z*) and the first case
+      does not apply;
+    * **undecided** otherwise: the interval holds both 0 and ``resolution``, and the reason says so.
+
+    A non-finite estimate or se, a negative se or a resolution ≤ 0 is refused (ValueError)."""
+    if not (math.isfinite(estimate) and math.isfinite(se)) or se < 0:
+        raise ValueError(f"decide_effect: estimate and se must be finite with se ≥ 0, got {estimate!r} ± {se!r}")
+    if not (math.isfinite(resolution) and resolution > 0) or not z_star > 0:
+        raise ValueError(f"decide_effect: resolution and z_star must be > 0, got {resolution!r}, {z_star!r}")
+    lower, upper = estimate - z_star * se, estimate + z_star * se
+    reproduces, reason = None, None
+    if upper < resolution:
+        reproduces = False
+    elif lower > 0:
+        reproduces = True
+    else:
+        reason = (f"the run cannot tell an effect of {resolution:g} from none: {estimate:.3g} ± {z_star:g} s.e. "
+                  f"({se:.2g}) spans [{lower:.3g}, {upper:.3g}]")
+    return Effect(float(estimate), float(se), float(resolution), float(z_star), reproduces, reason)
 
 
 def _valid(value: Any) -> bool:
