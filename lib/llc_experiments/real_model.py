@@ -46,6 +46,15 @@ or ``none`` (the section is skipped and its claims read undecided)."""
 PARTS = ("mlp.down_proj", "self_attn.o_proj", "mlp", "self_attn")
 """The parts of a decoder block that can be sampled, by module name inside the block."""
 
+SHAPES = {
+    "smollm2-135m": {"hidden_size": 576, "num_hidden_layers": 30, "vocab_size": 49152, "intermediate_size": 1536,
+                     "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64},
+    "gemma3-270m": {"hidden_size": 640, "num_hidden_layers": 18, "vocab_size": 262144, "intermediate_size": 2048,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256},
+}
+"""The shapes of the two GGUF models as their headers give them (:func:`lib.models.hub.model_config`, which a
+test compares with these), for pricing a run before any file is read (a header read takes seconds)."""
+
 CORPUS = "default"  # the offline corpus (the Python documentation), tokenized with the model's own tokenizer
 
 
@@ -91,6 +100,15 @@ def part_parameters(model: nn.Module, layer: int, part: str) -> dict[str, nn.Par
     if not named:
         raise RealModelError(f"block {layer} of {type(model).__name__} has no parameters under {prefix!r}")
     return named
+
+
+def shape_part_size(config, part: str) -> int:
+    """d of ``part`` from a model's shape (``config``), without its weights: as :func:`part_size` counts it."""
+    D, F = config.hidden_size, config.intermediate_size
+    hd = getattr(config, "head_dim", None) or D // config.num_attention_heads
+    q, kv = config.num_attention_heads * hd, config.num_key_value_heads * hd
+    sizes = {"mlp.down_proj": F * D, "self_attn.o_proj": q * D, "mlp": 3 * F * D, "self_attn": D * (2 * q + 2 * kv)}
+    return sizes[check_part(part)]
 
 
 def part_size(model: nn.Module, layer: int, part: str) -> int:
@@ -167,8 +185,10 @@ def restricted_loss(stack: nn.Module, batch) -> torch.Tensor:
     states, targets = batch
     logits = stack(states)
     B, T1, V = logits.shape
-    per_token = nn.functional.cross_entropy(logits.reshape(B * T1, V).float(), targets.reshape(B * T1),
-                                            reduction="none")
+    logits = logits.reshape(B * T1, V)
+    if logits.dtype in (torch.float16, torch.bfloat16):  # a half-precision model's loss in float32; float64 stays
+        logits = logits.float()
+    per_token = nn.functional.cross_entropy(logits, targets.reshape(B * T1), reduction="none")
     return per_token.view(B, T1).mean(-1)
 
 
@@ -361,6 +381,15 @@ def trained_vs_twin(name: str, *, part: str, from_top: int, windows: int, contex
     return TrainedVsTwin(name, problem.layer, part, windows, context, out["final"], out["init"])
 
 
+def model_shape(name: str):
+    """The configuration-like shape of the GGUF model ``name`` (:data:`SHAPES`), for :func:`real_model_cost`."""
+    from types import SimpleNamespace
+
+    if name not in SHAPES:
+        raise RealModelError(f"no shape for {name!r}; known: {sorted(SHAPES)}")
+    return SimpleNamespace(**SHAPES[name])
+
+
 def real_model_cost(config, *, part_d: int, from_top: int, windows: int, context: int, chains: int, draws: int,
                     batch_size: int, models: int = 2) -> tuple[float, float]:
     """(peak bytes, FLOPs) of the study on a model of ``config``: the states entering the block (one forward of
@@ -384,6 +413,6 @@ def real_model_cost(config, *, part_d: int, from_top: int, windows: int, context
 
 __all__ = ["CORPUS", "PARTS", "PartEstimate", "REAL_MODELS", "RealModelError", "RestrictedProblem", "TrainedVsTwin", "UpperStack",
            "block_index", "blocks_of", "cached_entry_states", "check_part", "check_real_model", "difference",
-           "entry_states", "gradient_norm", "load_real_model", "part_llc", "part_parameters", "part_size",
-           "real_model_cost", "restrict", "restricted_loss", "restricted_problem", "text_windows",
+           "entry_states", "gradient_norm", "load_real_model", "model_shape", "part_llc", "part_parameters", "part_size",
+           "real_model_cost", "restrict", "SHAPES", "shape_part_size", "restricted_loss", "restricted_problem", "text_windows",
            "trained_vs_twin", "undecided_reason"]
