@@ -552,10 +552,13 @@ def real_hessian_steps(values: dict) -> list:
     for part in values["real_parts"]:
         d = rm.shape_part_size(shape, part)
         hvps = 2 * values["real_ncv"] + values["real_probes"]
-        # one HVP ≈ 2 gradients ≈ 2 × (3 forward passes) of the upper blocks over every window: chains = 2 × hvps
-        peak, flops = rm.real_model_cost(shape, part_d=d, from_top=llc["real_layer_from_top"],
-                                         windows=llc["real_windows"], context=llc["real_context"], chains=2 * hvps,
-                                         draws=1, batch_size=llc["real_windows"], models=len(values["real_revisions"]))
+        # one HVP ≈ 2 gradients ≈ 2 × (3 forward passes) of the upper blocks over every window, in chunks of 8
+        # windows (SampleHessian's), whose double backward holds about twice a gradient's activations: priced as
+        # 2 × hvps "chains" of ceil(n/16) "steps" of 16 windows
+        windows = llc["real_windows"]
+        peak, flops = rm.real_model_cost(shape, part_d=d, from_top=llc["real_layer_from_top"], windows=windows,
+                                         context=llc["real_context"], chains=2 * hvps, draws=math.ceil(windows / 16),
+                                         batch_size=min(16, windows), models=len(values["real_revisions"]))
         steps.append(HeavyStep(f"Lanczos on the Hessian of {part} of {values['real_model']}",
                                f"d = {d}, ~{hvps} Hessian-vector products over {llc['real_windows']} windows of "
                                f"{llc['real_context']} tokens, {len(values['real_revisions'])} revision(s)",
