@@ -27,7 +27,6 @@ twin, with the chapter's mixing rules (:data:`lib.llc_experiments.known_cases.MI
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -149,25 +148,25 @@ def entry_states(model: nn.Module, ids: torch.Tensor, layer: int, batch_size: in
 
 class UpperStack(nn.Module):
     """Blocks ``layer``, …, L − 1 of ``model``, its final norm and its (tied) unembedding, run on cached
-    hidden states: the model's own forward called with ``inputs_embeds`` on a shallow copy whose block list
-    holds only those blocks. Every module is the model's own (no weights are copied); the trainable
-    parameters are the part's alone (set by :func:`restrict`)."""
+    hidden states: the model's own forward called with ``inputs_embeds``, its block list cut to those blocks for
+    the call and restored after. Every module is the model's own (no weights are copied), so parameter names are
+    the model's, prefixed ``lm.``; the trainable parameters are the part's alone (set by :func:`restrict`)."""
 
     def __init__(self, model: nn.Module, layer: int):
         super().__init__()
-        blocks = blocks_of(model)
-        inner = copy.copy(model.model)
-        inner._modules = dict(inner._modules)
-        inner.layers = nn.ModuleList(list(blocks)[layer:])
-        outer = copy.copy(model)
-        outer._modules = dict(outer._modules)
-        outer.model = inner
-        self.lm = outer
+        blocks_of(model)
+        self.lm = model
         self.layer = layer
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         """Logits (B, T − 1, V) at the cached positions."""
-        return self.lm(inputs_embeds=states, use_cache=False).logits
+        inner = self.lm.model
+        every = inner.layers
+        inner.layers = nn.ModuleList(list(every)[self.layer:])
+        try:
+            return self.lm(inputs_embeds=states, use_cache=False).logits
+        finally:
+            inner.layers = every
 
 
 def restrict(model: nn.Module, layer: int, part: str) -> UpperStack:
