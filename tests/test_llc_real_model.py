@@ -161,3 +161,16 @@ def test_shapes_are_the_gguf_headers(name):
         assert getattr(config, key) == value, key
     assert math.isfinite(rm.real_model_cost(config, part_d=1, from_top=0, windows=1, context=4, chains=1, draws=1,
                                             batch_size=1)[1])
+
+
+def test_the_chapters_cost_declaration_prices_the_section_and_none_skips_it():
+    from lib.llc_experiments import real_model_steps
+
+    values = {"real_model": "smollm2-135m", "real_part": "mlp.down_proj", "real_layer_from_top": 0,
+              "real_windows": 32, "real_context": 16, "real_chains": 4, "real_draws": 170, "real_batch_size": 2}
+    (step,) = real_model_steps(values)
+    assert "884736" in step.sizes and step.flops > 0 and step.peak_bytes > 4 * 49152 * 576
+    longer = real_model_steps(values | {"real_draws": 340})[0]
+    assert step.flops < longer.flops < 2 * step.flops  # the SGLD steps double, the states' one forward does not
+    assert real_model_steps(values | {"real_model": "none"}) == []
+    assert rm.check_real_model("none") == "none" and rm.check_real_model("gemma3-270m") == "gemma3-270m"
