@@ -509,7 +509,14 @@ def real_hessian_study(name: str, *, parts, revisions, llc: dict, ncv: int, tol:
                        device="cpu") -> RealHessianStudy:
     """The Hessian of each part in ``parts`` (of block ``llc["real_layer_from_top"]`` below the top) of the model
     ``name`` at each revision of ``revisions``, on the windows and with the constants (nβ = n/log n, ε, γ) of the
-    chapter "Learning coefficients"'s released-model section (``llc``: its resolved parameters)."""
+    chapter "Learning coefficients"'s released-model section (``llc``: its resolved parameters); one torch thread.
+    """
+    with torch_threads(1):  # as the chapter "Learning coefficients" runs it: on a shared CPU more threads spin
+        return _real_hessian_study(name, parts=parts, revisions=revisions, llc=llc, ncv=ncv, tol=tol, probes=probes,
+                                   seed=seed, device=device)
+
+
+def _real_hessian_study(name, *, parts, revisions, llc, ncv, tol, probes, seed, device) -> RealHessianStudy:
     import time
 
     from .llc_experiments import real_model as rm
