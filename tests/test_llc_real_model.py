@@ -174,3 +174,31 @@ def test_the_chapters_cost_declaration_prices_the_section_and_none_skips_it():
     assert step.flops < longer.flops < 2 * step.flops  # the SGLD steps double, the states' one forward does not
     assert real_model_steps(values | {"real_model": "none"}) == []
     assert rm.check_real_model("none") == "none" and rm.check_real_model("gemma3-270m") == "gemma3-270m"
+
+
+@pytest.mark.parametrize("layer", [0, 1, 2])
+def test_restricted_loss_on_gemma3_keeps_each_blocks_attention_type(layer):
+    """Gemma 3 picks a block's mask and rotary table by its index: a sliding window of 2 tokens (below the window
+    length) makes a wrong pick change the loss."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=V, hidden_size=D, intermediate_size=FF, num_hidden_layers=3,
+                              num_attention_heads=2, num_key_value_heads=1, head_dim=8, sliding_window=2,
+                              layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                              max_position_embeddings=32)
+    model = Gemma3ForCausalLM(config).eval()
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.3)
+    ids = tiny_ids()
+    with torch.no_grad():
+        full = sequence_loss(model, (ids,))
+    states = rm.entry_states(model, ids, layer)
+    stack = rm.restrict(model, layer, "mlp.down_proj")
+    with torch.no_grad():
+        restricted = rm.restricted_loss(stack, (states, ids[:, 1:]))
+    torch.testing.assert_close(restricted, full, rtol=1e-5, atol=1e-6)
+    assert model.config.layer_types == ["sliding_attention", "full_attention", "sliding_attention"]

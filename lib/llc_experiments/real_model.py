@@ -148,8 +148,8 @@ def entry_states(model: nn.Module, ids: torch.Tensor, layer: int, batch_size: in
 
 class UpperStack(nn.Module):
     """Blocks ``layer``, …, L − 1 of ``model``, its final norm and its (tied) unembedding, run on cached
-    hidden states: the model's own forward called with ``inputs_embeds``, its block list cut to those blocks for
-    the call and restored after. Every module is the model's own (no weights are copied), so parameter names are
+    hidden states: the model's own forward called with ``inputs_embeds``, its block list (and, where the config
+    has one, its list of block types) cut to those blocks for the call and restored after. Every module is the model's own (no weights are copied), so parameter names are
     the model's, prefixed ``lm.``; the trainable parameters are the part's alone (set by :func:`restrict`)."""
 
     def __init__(self, model: nn.Module, layer: int):
@@ -161,12 +161,16 @@ class UpperStack(nn.Module):
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         """Logits (B, T − 1, V) at the cached positions."""
         inner = self.lm.model
-        every = inner.layers
+        every, types = inner.layers, getattr(inner.config, "layer_types", None)
         inner.layers = nn.ModuleList(list(every)[self.layer:])
+        if types is not None:  # Gemma 3 picks each block's mask and rotary table by its index in the list
+            inner.config.layer_types = list(types)[self.layer:]
         try:
             return self.lm(inputs_embeds=states, use_cache=False).logits
         finally:
             inner.layers = every
+            if types is not None:
+                inner.config.layer_types = types
 
 
 def restrict(model: nn.Module, layer: int, part: str) -> UpperStack:
