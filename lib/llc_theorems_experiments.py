@@ -549,7 +549,7 @@ def real_hessian_steps(values: dict) -> list:
     """The heavy step of the released model's Hessian (:func:`real_hessian_study`) at ``values``: about
     ``real_ncv`` + ``real_probes`` Hessian-vector products per (revision, part), each about twice a gradient of
     L_n over every window (none when ``real_model`` is ``none``). ARPACK may restart: the count is a typical one."""
-    if values["real_model"] == "none":
+    if values.get("real_model", "none") == "none":  # values of a declaration before this section: none
         return []
     from .llc_experiments import real_model as rm
 

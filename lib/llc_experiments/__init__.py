@@ -45,7 +45,7 @@ def heavy_steps(values: dict) -> list:
 def real_model_steps(values: dict) -> list:
     """The heavy step of the released model's section (:func:`lib.llc_experiments.real_model.trained_vs_twin`)
     at ``values``: none when ``real_model`` is ``none``."""
-    if values["real_model"] == "none":
+    if values.get("real_model", "none") == "none":  # values of a declaration before this section: none
         return []
     shape = real_model.model_shape(values["real_model"])
     d = real_model.shape_part_size(shape, values["real_part"])
