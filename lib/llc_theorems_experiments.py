@@ -443,4 +443,211 @@ def heavy_steps(values: dict) -> list:
                            f"{positions} positions × {values['position_chains']} chains × {values['position_draws']} "
                            f"steps × 8 windows of {config.max_position_embeddings} tokens",
                            peak_bytes=peak, flops=flops * positions, shrink="position_chains"))
+    return steps + real_hessian_steps(values)
+
+
+# ---------------------------------------------------------------------------
+# A model no one here trained: the Hessian of one part, and Theorem 7.4's hypotheses (Remark 7.5)
+# ---------------------------------------------------------------------------
+
+def llc_settings(profile: str = "ci", seed: int = 0, device="auto", smoke: bool = False) -> dict:
+    """The chapter "Learning coefficients"'s parameters at ``profile``: the SGLD settings (ε, γ, windows) its
+    released-model section runs at, whose hypotheses this chapter checks. ``smoke`` (profile ``paper``): its smoke
+    presets on top."""
+    return load_chapter(REPO_ROOT / "chapters" / "llc.md").settings(profile, seed, device, smoke)
+
+
+class SampleHessian:
+    """H = ∇²_u L_n(u*, v*), the Hessian of the sample loss in the part's weights u, as a linear map of flat
+    float64 vectors: the sum over chunks of windows of :func:`lib.hessian.hessian_vector_product` (double
+    backward) of each chunk's share Σ_{i ∈ chunk} ℓ_i / n, so that no product holds more than one chunk's
+    activations. ``problem`` is a :class:`lib.llc_experiments.real_model.RestrictedProblem` (or anything with
+    ``stack`` and ``data``); ``loss_fn(stack, batch)`` gives per-window losses."""
+
+    def __init__(self, stack: nn.Module, data, loss_fn, chunk: int = 8):
+        import torch
+        from torch.func import functional_call
+
+        self.params = {k: p.detach() for k, p in stack.named_parameters() if p.requires_grad}
+        self.sizes = [p.numel() for p in self.params.values()]
+        self.dimension = int(sum(self.sizes))
+        n = data[0].shape[0]
+        self.products = 0
+
+        def chunk_loss(batch):
+            return lambda p: loss_fn(lambda *xs: functional_call(stack, p, xs, strict=False), batch).sum() / n
+
+        self.losses = [chunk_loss(tuple(t[s:s + chunk] for t in data)) for s in range(0, n, chunk)]
+
+    def matvec(self, v) -> np.ndarray:
+        import torch
+
+        from .hessian import hessian_vector_product
+
+        flat = torch.as_tensor(np.asarray(v, dtype=np.float64).ravel())
+        parts = {k: piece.view(p.shape).to(p.dtype) for (k, p), piece in zip(self.params.items(),
+                                                                             torch.split(flat, self.sizes))}
+        out = np.zeros(self.dimension)
+        for loss in self.losses:
+            hv = hessian_vector_product(loss, self.params, parts, method="reverse")
+            out += torch.cat([hv[k].reshape(-1) for k in self.params]).double().numpy()
+        self.products += 1
+        return out
+
+    def linear_operator(self):
+        from scipy.sparse.linalg import LinearOperator
+
+        d = self.dimension
+        return LinearOperator((d, d), matvec=self.matvec, rmatvec=self.matvec, dtype=np.float64)
+
+
+@dataclass
+class PartHessian:
+    """:func:`part_hessian`: the largest eigenvalue λ_max of H = ∇²_u L_n at u* (Lanczos), how many Hessian-vector
+    products it took, the relative residual ‖Hv − λ_max v‖/|λ_max| of its unit Ritz vector v (one more product; a
+    residual r puts an eigenvalue of H within r|λ_max| of λ_max), Hutchinson's tr H ± s.e. (NaN without probes),
+    and d."""
+
+    part: str
+    d: int
+    lambda_max: float
+    products: int
+    residual: float
+    trace: float
+    trace_se: float
+    probes: int
+
+
+def part_hessian(stack: nn.Module, data, loss_fn, *, part: str = "", ncv: int = 8, tol: float = 1e-3, probes: int = 0,
+                 seed: int = 0, chunk: int = 8) -> PartHessian:
+    """λ_max of H = ∇²_u L_n(u*, v*) by implicitly restarted Lanczos (ARPACK ``eigsh``, ``which="LA"``, a basis of
+    ``ncv`` vectors, relative accuracy ``tol``, started from a normal vector drawn from ``seed``) on
+    :class:`SampleHessian` products, never a dense d × d matrix; and, with ``probes`` > 0, tr H by Hutchinson's
+    estimator (the mean of zᵀHz over Rademacher z drawn from ``seed`` + 1, with its standard error)."""
+    from scipy.sparse.linalg import eigsh
+
+    op = SampleHessian(stack, data, loss_fn, chunk)
+    v0 = np.random.default_rng(seed).standard_normal(op.dimension)
+    values, vectors = eigsh(op.linear_operator(), k=1, which="LA", v0=v0, ncv=min(ncv, op.dimension - 1), tol=tol)
+    top, ritz = float(values[0]), vectors[:, 0] / np.linalg.norm(vectors[:, 0])
+    products = op.products
+    residual = float(np.linalg.norm(op.matvec(ritz) - top * ritz) / abs(top)) if top != 0 else float("inf")
+    trace = trace_se = float("nan")
+    if probes > 0:
+        rng = np.random.default_rng(seed + 1)
+        q = np.array([z @ op.matvec(z) for z in (rng.integers(0, 2, op.dimension) * 2.0 - 1.0 for _ in range(probes))])
+        trace = float(q.mean())
+        trace_se = float(q.std(ddof=1) / math.sqrt(probes)) if probes > 1 else float("nan")
+    return PartHessian(part, op.dimension, top, products, residual, trace, trace_se, int(probes))
+
+
+def theorem_hypotheses(*, lambda_max: float, nbeta: float, gamma: float, eps: float) -> dict:
+    """Theorem 7.4's hypotheses on the step and the localisation (through Theorem 7.3) at one run's constants,
+    with M taken as the largest Hessian eigenvalue λ_max at w* (a value from below of the Lipschitz constant of
+    ∇L_n over the region the chains visit, so a hypothesis that fails at w* fails for the theorem, and one that
+    holds at w* holds only there):
+
+    * ``nbeta_M_below_gamma``: nβM < γ, the contraction condition of the derived Theorem 7.3 (with εγ < 2 it is
+      a < 1 for a = |1 − εγ/2| + εnβM/2, :func:`lib.llc_theorems.contraction`);
+    * ``in_paper_interval``: Mnβ ∈ (γ − 2/ε, γ), the interval of Chen & Murfet's Remark 7.5;
+    * ``stable``: ε(nβλ_max + γ) < 4, beyond which SGLD diverges along the stiffest direction
+      (:func:`lib.known_llc.regular_sgld_mean`: the variance factor 1/(1 − εa/4));
+    * ``accurate``: ε(nβλ_max + γ) ≤ :data:`lib.llc.DEFAULT_EPS_NBETA`, the step the chapter "Learning
+      coefficients" validated (ε·nβ = 0.1 at unit curvature: a bias 1/(1 − εa/4) − 1 ≤ 2.6% in every direction)."""
+    from .llc import DEFAULT_EPS_NBETA
+
+    out = contraction(eps=eps, gamma=gamma, nbeta=nbeta, M=lambda_max)
+    a_max = nbeta * lambda_max + gamma
+    out.update({"lambda_max": lambda_max, "nbeta": nbeta, "eps": eps, "eps_a_max": eps * a_max,
+                "in_paper_interval": bool(gamma - 2 / eps < nbeta * lambda_max < gamma),
+                "stable": bool(eps * a_max < 4), "accurate": bool(eps * a_max <= DEFAULT_EPS_NBETA),
+                "stiffest_bias": 1 / (1 - eps * a_max / 4) - 1 if eps * a_max < 4 else float("inf")})
+    return out
+
+
+@dataclass
+class RealHessianStudy:
+    """:func:`real_hessian_study`: per (revision, part) the :class:`PartHessian`, ‖∇L_n(u*)‖ (K at u*) and the
+    hypotheses at the run constants of the chapter "Learning coefficients"."""
+
+    name: str
+    nbeta: float
+    gamma: float
+    eps: float
+    rows: list
+    seconds: float
+
+    def table(self) -> list[dict]:
+        return [{"model": r["revision"], "part": r["part"], "d": r["d"], "λ_max": r["lambda_max"],
+                 "HVPs": r["products"], "residual": r["residual"], "tr H": r["trace"], "± s.e.": r["trace_se"], "‖∇L_n‖": r["grad_norm"],
+                 "nβλ_max": r["nbeta_M"], "γ": r["gamma"], "nβM < γ": r["nbeta_M_below_gamma"],
+                 "ε(nβλ_max+γ)": r["eps_a_max"], "stable": r["stable"], "≤ 0.1": r["accurate"]} for r in self.rows]
+
+
+def real_hessian_study(name: str, *, parts, revisions, llc: dict, ncv: int, tol: float, probes: int, seed: int,
+                       device="cpu") -> RealHessianStudy:
+    """The Hessian of each part in ``parts`` (of block ``llc["real_layer_from_top"]`` below the top) of the model
+    ``name`` at each revision of ``revisions``, on the windows and with the constants (nβ = n/log n, ε, γ) of the
+    chapter "Learning coefficients"'s released-model section (``llc``: its resolved parameters); one torch thread.
+    """
+    with torch_threads(1):  # as the chapter "Learning coefficients" runs it: on a shared CPU more threads spin
+        return _real_hessian_study(name, parts=parts, revisions=revisions, llc=llc, ncv=ncv, tol=tol, probes=probes,
+                                   seed=seed, device=device)
+
+
+def _real_hessian_study(name, *, parts, revisions, llc, ncv, tol, probes, seed, device) -> RealHessianStudy:
+    import time
+
+    from .llc_experiments import real_model as rm
+
+    start = time.perf_counter()
+    n = llc["real_windows"]
+    nbeta = n / math.log(n)
+    model, tokenizer = rm.load_real_model(name, "final", seed, device)
+    ids = rm.text_windows(tokenizer, n, llc["real_context"], seed)
+    rows = []
+    for revision in revisions:
+        if revision != "final":
+            del model
+            model, _ = rm.load_real_model(name, revision, seed, device)
+        for part in parts:
+            problem = rm.restricted_problem(name, revision, part=part, from_top=llc["real_layer_from_top"],
+                                            windows=ids, seed=seed, model=model)
+            h = part_hessian(problem.stack, problem.data, rm.restricted_loss, part=part, ncv=ncv, tol=tol,
+                             probes=probes, seed=seed)
+            row = {"revision": revision, "part": f"{part} of block {problem.layer}", "d": h.d,
+                   "lambda_max": h.lambda_max, "products": h.products, "residual": h.residual, "trace": h.trace, "trace_se": h.trace_se,
+                   "grad_norm": rm.gradient_norm(problem.stack, problem.data)}
+            row.update(theorem_hypotheses(lambda_max=h.lambda_max, nbeta=nbeta, gamma=llc["real_gamma"],
+                                          eps=llc["real_eps"]))
+            rows.append(row)
+    return RealHessianStudy(name, nbeta, llc["real_gamma"], llc["real_eps"], rows, time.perf_counter() - start)
+
+
+def real_hessian_steps(values: dict) -> list:
+    """The heavy step of the released model's Hessian (:func:`real_hessian_study`) at ``values``: about
+    ``real_ncv`` + ``real_probes`` Hessian-vector products per (revision, part), each about twice a gradient of
+    L_n over every window (none when ``real_model`` is ``none``). ARPACK may restart: the count is a typical one."""
+    if values.get("real_model", "none") == "none":  # values of a declaration before this section: none
+        return []
+    from .llc_experiments import real_model as rm
+
+    llc = llc_settings(values["profile"], values["seed"], values["device"], values["smoke_upstream"])
+    shape = rm.model_shape(values["real_model"])
+    steps = []
+    for part in values["real_parts"]:
+        d = rm.shape_part_size(shape, part)
+        hvps = 2 * values["real_ncv"] + values["real_probes"]
+        # one HVP ≈ 2 gradients ≈ 2 × (3 forward passes) of the upper blocks over every window, in chunks of 8
+        # windows (SampleHessian's), whose double backward holds about twice a gradient's activations: priced as
+        # 2 × hvps "chains" of ceil(n/16) "steps" of 16 windows
+        windows = llc["real_windows"]
+        peak, flops = rm.real_model_cost(shape, part_d=d, from_top=llc["real_layer_from_top"], windows=windows,
+                                         context=llc["real_context"], chains=2 * hvps, draws=math.ceil(windows / 16),
+                                         batch_size=min(16, windows), models=len(values["real_revisions"]))
+        steps.append(HeavyStep(f"Lanczos on the Hessian of {part} of {values['real_model']}",
+                               f"d = {d}, ~{hvps} Hessian-vector products over {llc['real_windows']} windows of "
+                               f"{llc['real_context']} tokens, {len(values['real_revisions'])} revision(s)",
+                               peak_bytes=peak + 8 * (values["real_ncv"] + 4) * d, flops=flops,
+                               shrink="real_ncv or real_probes"))
     return steps
