@@ -40,7 +40,7 @@ $(BENCH_STAMPS): requirements-bench.txt scripts/setup_bench.sh
 ## Every benchmark, side by side with its baseline; JSON results in _build/bench/.
 bench: setup $(BENCH_STAMPS)
 	mkdir -p _build/bench
-	set -e; for b in ngrams modes examples isan llc insensitivity logits ntp llc_theorems cli; do \
+	set -e; for b in ngrams modes examples isan llc insensitivity logits logits_gguf ntp llc_theorems local_quadratic cli; do \
 	  echo "== benchmarks/bench_$$b.py"; \
 	  $(PY) benchmarks/bench_$$b.py --json _build/bench/$$b.json; \
 	done
