@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml scripts/setup.sh
+$(STAMP): requirements.txt requirements-models.txt constraints.txt pyproject.toml scripts/setup.sh
 	VENV=$(VENV) bash scripts/setup.sh
 	touch $(STAMP)
 
