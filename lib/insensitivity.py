@@ -335,15 +335,17 @@ def learning_steps(steps, curves, sigma, level: float = 0.5, learned: float = 0.
     return out, end >= learned * np.asarray(sigma)[:curves.shape[1]]
 
 
-def rank_correlation(x, y, n_boot: int = 2000, seed: int = 0, level: float = 0.9) -> dict:
-    """Spearman's ρ between x and y with a percentile bootstrap interval (pairs resampled)."""
+def rank_correlation(x, y, n_boot: int = 2000, seed: int = 0, level: float = 0.9, *, se: bool = False) -> dict:
+    """Spearman's ρ between x and y with a percentile bootstrap interval (pairs resampled); with ``se``,
+    also the s.d. of the same bootstrap's replicates (key ``"se"``)."""
     from scipy.stats import spearmanr
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
+    nan = float("nan")
     if len(x) < 3:
-        return {"rho": float("nan"), "low": float("nan"), "high": float("nan"), "n": int(len(x))}
+        return {"rho": nan, "low": nan, "high": nan, "n": int(len(x))} | ({"se": nan} if se else {})
     rho = float(spearmanr(x, y).statistic)
     rng = np.random.default_rng(seed)
     boots = []
@@ -352,7 +354,10 @@ def rank_correlation(x, y, n_boot: int = 2000, seed: int = 0, level: float = 0.9
         if np.ptp(x[i]) > 0 and np.ptp(y[i]) > 0:
             boots.append(spearmanr(x[i], y[i]).statistic)
     lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return {"rho": rho, "low": float(lo), "high": float(hi), "n": int(len(x))}
+    out = {"rho": rho, "low": float(lo), "high": float(hi), "n": int(len(x))}
+    if se:
+        out["se"] = float(np.std(boots, ddof=1)) if len(boots) > 1 else nan
+    return out
 
 
 # ---------------------------------------------------------------------------

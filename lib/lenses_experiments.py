@@ -21,7 +21,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 
 from . import insensitivity as ins
 from . import languages
@@ -323,21 +322,9 @@ def carried_verdict(noise: CarriedModes, *, first: int = 0, last: int = -1, null
 
 
 def rho_with_se(x, y, n_boot: int, seed: int) -> dict:
-    """Spearman's ρ of (x, y) with its 90% percentile interval (:func:`lib.insensitivity.rank_correlation`)
-    and the s.d. of the same bootstrap's replicates (pairs resampled with ``seed``)."""
-    rc = ins.rank_correlation(x, y, n_boot=n_boot, seed=seed)
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if len(x) < 3:
-        return {**rc, "se": float("nan")}
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_boot):
-        i = rng.integers(0, len(x), len(x))
-        if np.ptp(x[i]) > 0 and np.ptp(y[i]) > 0:
-            boots.append(spearmanr(x[i], y[i]).statistic)
-    return {**rc, "se": float(np.std(boots, ddof=1)) if len(boots) > 1 else float("nan")}
+    """Spearman's ρ of (x, y) with its 90% percentile interval and the s.d. of the same bootstrap's
+    replicates (pairs resampled with ``seed``): :func:`lib.insensitivity.rank_correlation` with ``se``."""
+    return ins.rank_correlation(x, y, n_boot=n_boot, seed=seed, se=True)
 
 
 def order_effect(steps, modes: Modes, conditionals, level: float, n_boot: int, seed: int, carried=None,
