@@ -24,3 +24,19 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def offline_private_cache(tmp_path, monkeypatch):
+    """The book's cache in the test's own folder and the hub offline: a test never touches the real cache or the
+    network. A module asks for it with ``pytestmark = pytest.mark.usefixtures("offline_private_cache")``."""
+    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def tiny_file(tmp_path_factory):
+    """A tiny Llama written as a GGUF file (tests/models/gguf_standins.py), once per module."""
+    from tests.models.gguf_standins import write_tiny_llama_gguf
+
+    return write_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", seed=0)

@@ -9,18 +9,8 @@ import pytest
 from lib import modes_experiments as E
 from lib.modes import Modes
 from lib.ntp import NTPError
-from tests.models.gguf_standins import write_tiny_llama_gguf
 
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_file(tmp_path_factory):
-    return write_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", seed=0)
+pytestmark = pytest.mark.usefixtures("offline_private_cache")
 
 
 def markov_stream(n: int, seed: int, V: int = 8) -> tuple[np.ndarray, np.ndarray]:

@@ -11,18 +11,8 @@ from lib import ntp
 from lib import ntp_experiments as E
 from lib.book import decide_effect
 from lib.ntp_data import NTPData
-from tests.models.gguf_standins import write_tiny_llama_gguf
 
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_file(tmp_path_factory):
-    return write_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", seed=0)
+pytestmark = pytest.mark.usefixtures("offline_private_cache")
 
 
 def small_data() -> NTPData:

@@ -13,18 +13,7 @@ from lib.models import gguf_file, hub
 from lib.models.causal_lm import CausalLM
 from tests.models.gguf_standins import tiny_vocabulary, write_tiny_llama_gguf
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_file(tmp_path_factory):
-    return write_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", seed=0)
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "offline_private_cache")
 
 
 def gguf_tensor(path, name):

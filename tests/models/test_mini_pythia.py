@@ -11,6 +11,8 @@ from safetensors.torch import load_file
 from lib.models import mini_pythia
 from lib.models.mini_pythia import SIZES, log_spaced_steps, mini_pythia_config, train_suite
 
+pytestmark = pytest.mark.usefixtures("offline_private_cache")
+
 V = 8  # tokens of the synthetic Markov chain
 
 
@@ -30,12 +32,6 @@ STREAM, TRANSITIONS = markov_stream(12_000)
 TRAIN, HELDOUT = STREAM[:10_000], STREAM[10_000:]
 SMALL = dict(sizes=["p-tiny"], vocab_size=V, context_length=16, steps=24, batch_size=8, lr=3e-3,
              warmup_steps=4, seed=3, n_checkpoints=5, eval_batches=1, progress=False)
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def _comparable(history: dict) -> dict:
