@@ -10,6 +10,7 @@ from lib import lenses_experiments as LX
 from lib.book import decide_effect
 from lib.llc_experiments import MIXED_ESS, MIXED_RHAT
 from lib.modes import Modes
+from tests.test_lenses_experiments import aligned_study
 
 
 def reading(step, *, words_p=0.5, contexts_cos=None, logits=None, llc=None, words=0.0, contexts=0.0):
@@ -119,21 +120,6 @@ def test_learning_order_both_ways():
 
 
 # ----- Lens 2: alignment
-
-def aligned_study(m=40, seed=0):
-    rng = np.random.default_rng(seed)
-    groups = np.arange(m) % 4
-    cond = np.full((m, 6), 0.02)
-    cond[np.arange(m), groups] = 0.9
-    cond /= cond.sum(1, keepdims=True)
-    shuffled = np.tile(cond.mean(0), (m, 1)) + rng.random((m, 6)) * 0.01
-    long = SimpleNamespace(q_x=np.full(m, 1 / m), conditional=cond)
-    study = SimpleNamespace(long=long, shuffled=shuffled / shuffled.sum(1, keepdims=True), align_rank=3)
-    mix = rng.standard_normal((6, 30))
-    carried = np.log(cond) @ mix + 0.05 * rng.standard_normal((m, 30))
-    unrelated = rng.standard_normal((m, 30))
-    return study, carried, unrelated
-
 
 def test_alignment_both_ways():
     study, carried, unrelated = aligned_study(m=100)
