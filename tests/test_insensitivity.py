@@ -365,18 +365,25 @@ def test_effective_at_k2_agrees_with_an_independent_lp_bound(paper_ladder, chi):
     assert family_residual(modes, drift, chi) > 100 * FEASIBLE
 
 
+def k2_transformer(seed: int):
+    """A two-layer GPT-NeoX in float64 on a small k = 2 ladder, its weights scaled ×4 so that attention logits
+    are of order 1, far from uniform weights."""
+    sup = cm.ladder_support(history_length=2, ladder_bigrams=2, ladder_top=0.03, ladder_ratio=0.75,
+                            background_size=4, seed=0)
+    torch.manual_seed(seed)
+    model = cm.build({"kind": "transformer", "hidden": 8, "layers": 2}, sup, 0).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0)
+    return sup, model
+
+
 def test_transformer_attention_keeps_float64_at_k2():
     """At k = 2 a history has two positions, so attention weights matter (at k = 1 they are exactly 1). The
     model's eager attention keeps the softmax in float64; PyTorch's scaled_dot_product_attention (transformers'
     "sdpa", in the input's dtype) is the independent reference. transformers' own "eager" attention computes
     the softmax in float32 and is caught (the planted bug: it made the pairing identity fail by 1e-8)."""
-    sup = cm.ladder_support(history_length=2, ladder_bigrams=2, ladder_top=0.03, ladder_ratio=0.75,
-                            background_size=4, seed=0)
-    torch.manual_seed(0)
-    model = cm.build({"kind": "transformer", "hidden": 8, "layers": 2}, sup, 0).double()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(4.0)                                   # attention logits of order 1, far from uniform weights
+    sup, model = k2_transformer(seed=0)
     rows = torch.as_tensor(sup.modes.rows)
     with torch.no_grad():
         ours = model(rows)
@@ -390,13 +397,7 @@ def test_transformer_attention_keeps_float64_at_k2():
 
 def test_pairing_identity_holds_for_a_transformer_at_k2():
     """(52)–(53) through J_w against the direct gradient, for a GPT-NeoX reading two-token histories."""
-    sup = cm.ladder_support(history_length=2, ladder_bigrams=2, ladder_top=0.03, ladder_ratio=0.75,
-                            background_size=4, seed=0)
-    torch.manual_seed(1)
-    model = cm.build({"kind": "transformer", "hidden": 8, "layers": 2}, sup, 0).double()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(4.0)
+    sup, model = k2_transformer(seed=1)
     for chi, pr in zip(range(sup.modes.rank + 1), ins.pairings(model, sup.modes)):
         direct = ins.constants(model, sup.modes, chi)
         assert np.abs(direct.grad_diff + pr.grad).max() < 1e-10 * max(1.0, np.abs(direct.grad_diff).max())
