@@ -17,18 +17,20 @@ book: setup
 	$(BOOK) run --all --profile $(or $(PROFILE),ci) --build
 
 ## Unit tests, every chapter in the ci profile with its claims, and the book build.
+## TEST_WORKERS pytest-xdist workers, each module whole on one of them (the whole book starts first).
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 ## Unit tests only (seconds to minutes).
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
 ## The chapters whose verdicts rest on sampling, at five seeds; the table of each claim's verdict per seed.
-ROBUST_CHAPTERS ?= examples llc insensitivity llc_theorems logit_rank ntp lenses
+ROBUST_CHAPTERS ?= examples llc insensitivity llc_theorems logit_rank ntp lenses modes
 ROBUST_SEEDS ?= 0,1,2,3,4
 robust: setup
-	$(BOOK) run $(ROBUST_CHAPTERS) --seeds $(ROBUST_SEEDS) --out _build/robust
+	$(BOOK) run $(ROBUST_CHAPTERS) --seeds $(ROBUST_SEEDS) --jobs $(or $(JOBS),2) --out _build/robust
 	$(BOOK) report --records _build/robust --markdown _build/robust/seeds.md
 
 ## The baseline venvs of bench_llc.py (.venv-devinterp2, .venv-devinterp1, .venv-canonical).

@@ -22,6 +22,7 @@ decide a finding:
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -680,20 +681,42 @@ ALPHA_TRANSITION = 0.5   # Fact A.1: above it a fixed rank reaches a fixed relat
 FUTURE_GROUPS = 40       # groups of futures resampled by the bootstraps of this section
 
 
-def package_description_documents(min_chars: int = 2000) -> list[str]:
+PIN_FILES = ("requirements.txt", "constraints.txt", "requirements-models.txt")   # at the repository root
+
+
+def pinned_distributions(root: Path | None = None) -> dict[str, str]:
+    """The exact pins ``name==version`` of the book's pin files (:data:`PIN_FILES`), names normalised as
+    PEP 503 has them (lower case, runs of ``-_.`` as one ``-``)."""
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
+    pins = {}
+    for fname in PIN_FILES:
+        path = root / fname
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)", line)
+            if m:
+                pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    return pins
+
+
+def package_description_documents(min_chars: int = 2000, pins: dict[str, str] | None = None) -> list[str]:
     """A second offline corpus of real text: the long descriptions (README prose) of the Python
-    distributions installed beside the book, one document each, sorted by distribution name, those of at
-    least ``min_chars`` characters after fenced code blocks and lines of markup (HTML, badges, tables,
-    reST directives) are dropped. Same environment, same documents."""
+    distributions installed beside the book at exactly the versions its pin files name
+    (:func:`pinned_distributions`), one document each, sorted by distribution name, those of at least
+    ``min_chars`` characters after fenced code blocks and lines of markup (HTML, badges, tables, reST
+    directives) are dropped. The pins decide the documents: a package installed by hand, another version,
+    or the book's own (editable, its README) description is not read."""
     import importlib.metadata as md
 
+    pins = pinned_distributions() if pins is None else pins
     markup = re.compile(r"^\s*(<|\[!\[|\||\.\. |:[a-z]+:|[=\-~*#^]{4,}\s*$|!\[)")
     docs = {}
     for dist in md.distributions():
         meta = dist.metadata
-        name = (meta.get("Name") or "").lower()
+        name = re.sub(r"[-_.]+", "-", meta.get("Name") or "").lower()
         body = meta.get_payload() or meta.get("Description") or ""
-        if not name or name in docs or not isinstance(body, str):
+        if not name or name in docs or pins.get(name) != meta.get("Version") or not isinstance(body, str):
             continue
         body = re.sub(r"```.*?```", "\n", body, flags=re.S)
         kept = "\n".join(line for line in body.splitlines() if not markup.match(line))

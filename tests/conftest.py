@@ -4,6 +4,18 @@ started (the folder is read at each write: lib.book.records.records_dir). Subpro
 The slow tests (the whole book, the smoke runs) write where a reader's run does."""
 import pytest
 
+LONGEST_FIRST = ("tests/book/test_whole_book.py", "tests/book/test_paper_smoke.py")
+
+
+def pytest_collection_modifyitems(items):
+    """The longest modules first. `make test` runs pytest-xdist with ``--dist loadscope``: each module whole
+    on one worker, handed out in the order collected, so the whole book starts at once on one worker and the
+    paper smoke run on the other, and the fast tests fill in behind them."""
+    def rank(item):
+        return next((i for i, path in enumerate(LONGEST_FIRST) if item.nodeid.startswith(path)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(autouse=True)
 def records_in_a_temporary_folder(tmp_path_factory, monkeypatch, request):

@@ -166,6 +166,46 @@ def test_normal_crossing_limits_compare_with_quadrature():
     assert abs(one.exact_fit_rel_error) < 0.01
 
 
+def test_precision_run_agrees_with_quadrature_on_a_singular_crossing():
+    """A real run on k = (2) at nβ = 10 (λ = 1/4 < d/2): λ̂₀ within 4 s.e. of the exact E[nβK] by quadrature (an
+    independent computation), and the properties by hand."""
+    p = ex.crossing_at_precision([2], n=40, nbeta=10.0, **{**TINY, "relax": 1.0, "chains": 1024})
+    scale = float((known_llc.normal_crossing_problem([2], n=40, seed=0).data[0] ** 2).mean())
+    assert p.exact == pytest.approx(known_llc.normal_crossing_tempered_mean([2], 10.0, 1.0, scale))
+    assert p.k == (2,) and p.chains == 1024 and abs(p.z) < 4
+    assert p.z == pytest.approx((p.estimate - p.exact) / p.se)
+    assert p.bias_z == pytest.approx(0.05 * p.exact / p.se)
+    with pytest.raises(ValueError, match="'nc_precision_case' must be a singular normal crossing"):
+        ex.crossing_at_precision([1], n=40, nbeta=10.0, **{**TINY, "relax": 1.0, "chains": 8})
+    assert ex.singular_crossing_problem([1, 1]) is None and "regular" in ex.singular_crossing_problem([1])
+
+
+@pytest.mark.parametrize("factor", [0.95, 1.05])
+def test_a_five_percent_bias_on_a_singular_model_fails_a_must_hold(factor):
+    """At the ci run's precision (s.e. 0.8% of E[nβK] at nβ = 10 on k = (2)), an unbiased estimate a standard
+    error or two off passes llc.nc-singular-precise; the same estimator times 0.95 or 1.05 fails it, decided by
+    the chapter's own claim. The precision gate passes at that s.e. and fails at twice it."""
+    from lib.book.chapters import get_chapter
+    from lib.book.claims import evaluate
+
+    claims = {c.id: c for c in get_chapter("llc").claims}
+    exact = 0.2162
+    for z0 in (-1.5, 0.0, 1.5):
+        se = 0.008 * exact
+        fair = ex.PrecisionPoint((2,), 10.0, exact + z0 * se, se, exact, 16384)
+        records = {"values": {"nc_precision_abs_z": {"value": abs(fair.z)},
+                              "nc_precision_bias_z": {"value": fair.bias_z}}, "meta": {"profile": "ci"}}
+        assert evaluate(claims["llc.nc-singular-precise"], records).ok
+        assert evaluate(claims["llc.nc-singular-tells-5pct"], records).ok
+        biased = {"values": {"nc_precision_abs_z": {"value": abs(fair.z_if_scaled(factor))}}, "meta": {"profile": "ci"}}
+        assert not evaluate(claims["llc.nc-singular-precise"], biased).ok
+        # the same by hand: (f·λ̂ − E)/(f·s.e.)
+        assert fair.z_if_scaled(factor) == pytest.approx((factor * fair.estimate - exact) / (factor * se))
+    loose = ex.PrecisionPoint((2,), 10.0, exact, 0.016 * exact, exact, 4096)
+    assert not evaluate(claims["llc.nc-singular-tells-5pct"],
+                        {"values": {"nc_precision_bias_z": {"value": loose.bias_z}}, "meta": {"profile": "ci"}}).ok
+
+
 def test_regular_check_properties_by_hand():
     """z per step size, the largest |z|, and the weighted line through the exact targets at ε = 0."""
     class Run:

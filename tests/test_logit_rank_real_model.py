@@ -34,6 +34,25 @@ def test_package_descriptions_are_real_prose_without_code_blocks():
     assert len(lx.package_description_documents(min_chars=10 ** 9)) == 0
 
 
+def test_package_descriptions_read_only_what_the_pins_name(tmp_path):
+    """The corpus is a function of the pin files: no pins, no documents; a pin at another version drops
+    its package; the book's own (editable) distribution is never read."""
+    import importlib.metadata as md
+
+    pins = lx.pinned_distributions()
+    assert pins["torch"] == "2.13.0" and "lowrank-book" not in pins
+    assert lx.package_description_documents(pins={}) == []
+    docs = lx.package_description_documents(min_chars=2000)
+    long_one = next(n for n in sorted(pins) if n != "lowrank-book"
+                    and len(md.metadata(n).get_payload() or "") >= 20000)
+    fewer = lx.package_description_documents(min_chars=2000, pins={**pins, long_one: "0.0.0"})
+    assert len(fewer) == len(docs) - 1
+    readme = md.metadata("lowrank-book").get_payload() or ""
+    assert not any(readme[:200] and readme[:200] in d for d in docs)
+    (tmp_path / "requirements.txt").write_text("# a comment\nFoo_Bar.baz == 1.2 ; python_version > '3'\nqux>=1\n")
+    assert lx.pinned_distributions(tmp_path) == {"foo-bar-baz": "1.2"}
+
+
 def test_common_spans_keeps_what_every_tokenizer_reads():
     draw = type("Draw", (), {"histories": ["ab", "", "abcdef", "abc", "a"],
                              "futures": ["x", "xyz", "", "xy", "wxyz"]})()

@@ -32,10 +32,12 @@ from .chapters import ChapterDeclarationError, chapter_sources, chapters, discov
 from .costs import heavy_steps, named_gpu, plan_lines, this_device
 from .pages import BUILD_DIR, build_html
 from .parameters import ParameterError, parse_cli_value
-from .records import records_dir
 from .reference import REFERENCE_DIR, ReferenceError, accept, compare, records_folder_problem
 from .report import SEED_FOLDER, collect, collect_seeds, counts, seed_folders, seeds_markdown, seeds_table, tally
-from .runner import ChapterInterrupted, book_chapters, check_parameters, execute, find_chapter, plan
+from .claims import evaluate
+from .records import load_records, records_dir
+from .runner import (ChapterInterrupted, book_chapters, check_parameters, execute, execute_in_parallel, find_chapter,
+                     plan)
 
 PROG = "lowrank-book"
 # exit status: 1 a chapter failed while running; 2 a bad command line (argparse's status too), a name or value
@@ -90,6 +92,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("--build", action="store_true", help="build the HTML book afterwards")
     run.add_argument("--strict", action="store_true", help="exit 3 if any claim fails or is not decided")
     run.add_argument("--verbose", action="store_true", help="stream cell output")
+    run.add_argument("--jobs", type=int, default=1, help="run up to this many chapters at once, each in its own "
+                     "process (the longest first; the report after the others); numbers do not change")
     return parser
 
 
@@ -162,6 +166,11 @@ def _run(args: argparse.Namespace) -> int:
                 raise ParameterError("--seeds and -p seed: give the seeds once (--seeds 0,1,2 runs each)")
             if args.build:
                 raise ParameterError("--seeds and --build: the book is built from one run, not from several seeds")
+        if args.jobs < 1:
+            raise ParameterError(f"--jobs: allowed values are an integer >= 1 (chapters at once); got {args.jobs}")
+        if args.jobs > 1 and args.verbose:
+            raise ParameterError("--jobs and --verbose: cell output is streamed from one chapter at a time; "
+                                 "give --jobs 1 to stream it")
         if args.smoke and given.get("profile") != "paper":
             raise ParameterError(f"--smoke runs the paper profile's code path at small sizes: give --profile paper "
                                  f"(got profile {given.get('profile', 'ci')!r})")
@@ -178,6 +187,23 @@ def _run(args: argparse.Namespace) -> int:
         [(seed, (args.out or BUILD_DIR / "seeds") / SEED_FOLDER.format(seed=seed)) for seed in seeds]
     verdicts = []
     for seed, out in runs:
+        if args.jobs > 1:
+            seeded = [(c, {**m, "seed": seed} if seed is not None else m) for c, m in plans]
+            try:
+                ran = execute_in_parallel(seeded, args.jobs, out_dir=out, timeout=args.timeout, smoke=args.smoke)
+            except KeyboardInterrupt:
+                print("[run] interrupted; the records of the chapters still running are marked incomplete, and a "
+                      "rerun resumes from the cache", file=sys.stderr, flush=True)
+                return INTERRUPTED
+            failed = [c.id for c, code in ran if code != 0]
+            if any(code == INTERRUPTED for _, code in ran):
+                return INTERRUPTED
+            if failed:
+                print(f"error: {', '.join(failed)} failed (see the output above)", file=sys.stderr)
+                return 1
+            rec_dir = (Path(out).resolve() / "records") if out else records_dir()
+            verdicts.extend(evaluate(claim, load_records(c.id, rec_dir)) for c, _ in ran for claim in c.claims)
+            continue
         for chapter, mine in plans:
             if seed is not None:
                 mine = {**mine, "seed": seed}

@@ -407,3 +407,60 @@ def fits_the_device(chapter: Chapter, values: dict[str, Any]) -> None:
             check_fits(chapter.id, steps, this_device(values["device"], measure=False))
         except DoesNotFit as err:
             raise ParameterError(str(err)) from None
+
+
+def reads_other_records(chapter: Chapter) -> bool:
+    """Whether the chapter reads the records of the others (a ``records_dir`` parameter, like the
+    reproduction report): it runs after them."""
+    return "records_dir" in chapter.spec.names
+
+
+def schedule(plans: list[tuple[Chapter, dict[str, Any]]]) -> list[list[tuple[Chapter, dict[str, Any]]]]:
+    """The waves of a parallel run: first every chapter that reads no other's records, the longest ci
+    budget first (so that the longest chapter never starts last), then the chapters that read the
+    others' records, in reading order. Chapters that need the same cached artefact (the book's models)
+    wait for its one producer (:mod:`lib.book.cache`)."""
+    first = sorted((p for p in plans if not reads_other_records(p[0])), key=lambda p: -p[0].budget_ci_s)
+    return [wave for wave in (first, [p for p in plans if reads_other_records(p[0])]) if wave]
+
+
+def child_command(chapter: Chapter, given: dict[str, Any], *, out_dir: Path | None, timeout: int | None,
+                  smoke: bool) -> list[str]:
+    """The ``python -m lib run`` command line that executes one chapter as :func:`execute` would here:
+    each parameter as ``-p NAME <Python literal>`` (the form the command line reads back exactly)."""
+    import sys
+
+    cmd = [sys.executable, "-m", "lib", "run", chapter.id]
+    for name, value in absolute_paths(given).items():
+        cmd += ["-p", name, repr(value)]
+    if out_dir is not None:
+        cmd += ["--out", str(Path(out_dir).resolve())]
+    if timeout is not None:
+        cmd += ["--timeout", str(timeout)]
+    if smoke:
+        cmd.append("--smoke")
+    return cmd
+
+
+def execute_in_parallel(plans: list[tuple[Chapter, dict[str, Any]]], jobs: int, *, out_dir: Path | None = None,
+                        timeout: int | None = None, smoke: bool = False) -> list[tuple[Chapter, int]]:
+    """Run the chapters of ``plans`` as up to ``jobs`` ``python -m lib run`` processes at once, in the waves of
+    :func:`schedule`; each writes its notebook and record where :func:`execute` would. A chapter's numbers do
+    not depend on what runs beside it (each kernel keeps its own thread counts), only its wall time does.
+    Returns (chapter, exit status) in the order of ``plans``; a wave starts only when the previous one ended."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ParameterError(f"--jobs: allowed values are an integer >= 1; got {jobs!r}")
+    status: dict[str, int] = {}
+
+    def one(plan):
+        chapter, given = plan
+        cmd = child_command(chapter, given, out_dir=out_dir, timeout=timeout, smoke=smoke)
+        status[chapter.id] = subprocess.run(cmd, cwd=REPO_ROOT).returncode
+
+    for wave in schedule(plans):
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(one, wave))
+    return [(chapter, status[chapter.id]) for chapter, _ in plans]

@@ -237,6 +237,16 @@ def crossing_cases_problem(cases) -> str | None:
     return _first_problem(cases, lambda k: check_crossing_cases([k]))
 
 
+def singular_crossing_problem(k) -> str | None:
+    """Why ``k`` is not a singular normal crossing the precision run can take (:func:`check_singular_crossing`),
+    in a sentence, or None. Named by the declaration of "Learning coefficients"."""
+    try:
+        check_singular_crossing(k)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def _first_problem(items, check) -> str | None:
     for i, item in enumerate(items):
         try:
@@ -488,6 +498,78 @@ def normal_crossing_limits(cases, *, n: int, nbetas, gamma: float, eps_nbeta, re
         out.append(CrossingLimit(k, normal_crossing_llc(list(k)), lam2 - lam, m2, points, exact, exact_fit, fit,
                                  refused))
     return out
+
+
+# ----- one singular crossing, precise enough to tell a 5% bias ------------------------------------------------
+
+#: The relative bias the precision check must tell apart, and the margin it needs to: a bias of ``BIAS_TOLD``
+#: moves the estimate by ``BIAS_TOLD``·E[nβK]/s.e. standard errors, which must reach the agreement threshold
+#: ``PRECISION_Z`` plus two (so that, over the check's own noise of one s.e., the biased run fails it at least
+#: 97.7% of the time).
+BIAS_TOLD = 0.05
+PRECISION_Z = 3.5
+PRECISION_MARGIN = 2.0
+
+
+def check_singular_crossing(k, name: str = "nc_precision_case") -> tuple[int, ...]:
+    """``k`` as a singular normal crossing (:func:`check_crossing_cases`, and λ below half its dimension d, the
+    number of exponents), or a ValueError naming ``name``."""
+    (k,) = check_crossing_cases([k], name)
+    lam = normal_crossing_llc(list(k))
+    if not lam < len(k) / 2:
+        raise ValueError(f"parameter '{name}' must be a singular normal crossing (λ < d/2, e.g. [2] or [1, 1]); "
+                         f"got {list(k)!r}, whose λ = {float(lam):g} is d/2: regular")
+    return k
+
+
+@dataclass
+class PrecisionPoint:
+    """SGLD's λ̂₀ (ε → 0) on one singular normal crossing at one nβ, beside the exact tempered mean E[nβK] there
+    (:func:`normal_crossing_tempered_mean`), with chains enough that a relative bias of :data:`BIAS_TOLD` in λ̂
+    fails the agreement (:func:`crossing_at_precision`)."""
+
+    k: tuple
+    nbeta: float
+    estimate: float
+    se: float
+    exact: float
+    chains: int
+
+    @property
+    def z(self) -> float:
+        """(λ̂₀ − E[nβK]) / s.e."""
+        return (self.estimate - self.exact) / self.se
+
+    def z_if_scaled(self, factor: float) -> float:
+        """The z an estimator that returns ``factor`` × λ̂ (and so ``factor`` × its s.e.) would get here."""
+        return (factor * self.estimate - self.exact) / (factor * self.se)
+
+    @property
+    def bias_z(self) -> float:
+        """:data:`BIAS_TOLD` · E[nβK] / s.e.: how many standard errors a relative bias of 5% moves λ̂₀."""
+        return BIAS_TOLD * self.exact / self.se
+
+    def row(self) -> dict:
+        return {"k": "(" + ", ".join(map(str, self.k)) + ")", "nβ": self.nbeta, "chains": self.chains,
+                "λ̂₀": self.estimate, "s.e.": self.se, "E[nβK]": self.exact, "z": self.z,
+                "5% bias in s.e.": self.bias_z}
+
+
+def crossing_at_precision(k, *, n: int, nbeta: float, gamma: float, eps_nbeta, relax: float, chains: int, seed: int,
+                          device="cpu") -> PrecisionPoint:
+    """λ̂ at ε → 0 (:func:`lib.llc.eps_limits`) on the singular normal crossing ``k``
+    (:func:`normal_crossing_problem`) at one ``nbeta``, against the exact E[nβK] by quadrature. The other
+    crossings of the chapter are extrapolated to nβ → ∞, where the fit amplifies their noise; here the target is
+    exact at the run's own nβ, so the only cost of precision is chains (small nβ: short runs, steps ∝ nβ)."""
+    k = check_singular_crossing(k)
+    problem = normal_crossing_problem(list(k), n=n, seed=seed)
+    scale = float((problem.data[0] ** 2).mean())
+    (point,) = _quiet(lambda: llc.eps_limits(
+        problem.model, squared_error, problem.data, nbetas=[nbeta], eps_nbeta=eps_nbeta,
+        langevin_time=relax * _relaxation_time(gamma), gamma=gamma, chains=chains, batch_size=n, seed=seed,
+        device=device, progress=False))
+    exact = normal_crossing_tempered_mean(list(k), point.nbeta, gamma, scale)
+    return PrecisionPoint(k, point.nbeta, float(point.llc), float(point.se), float(exact), chains)
 
 
 # ----- noisy labels, at the empirical minimiser ----------------------------------------------------------------

@@ -22,6 +22,8 @@ def run_cli(*args, command=(sys.executable, "-m", "lib"), cwd=REPO_ROOT):
 
 
 BAD_INPUT = [
+    (["intro", "hilbert", "--jobs", "0"], "--jobs: allowed values are an integer >= 1 (chapters at once); got 0"),
+    (["intro", "hilbert", "--jobs", "2", "--verbose"], "--jobs and --verbose"),
     (["intro", "-p", "seeed", "1"], "unknown parameter 'seeed'; this chapter's parameters are: profile, seed"),
     (["intro", "-p", "sed", "1"], "(did you mean 'seed'?)"),
     (["intro", "-p", "seed", "abc"], "parameter 'seed': allowed values are int >= 0 <= 4294967295; got 'abc' (str)"),

@@ -20,6 +20,7 @@ from lib.book.runner import book_chapters
 
 pytestmark = pytest.mark.slow
 RECORDS = REPO_ROOT / "_build" / "records"
+BOOK_JOBS = 2  # chapters at once (`run --jobs`): most cells keep one core busy, and CI has two
 
 
 def run_cli(*args, env=None):
@@ -32,7 +33,7 @@ def executed_book():
     """Run every chapter (ci profile) and build the HTML once for this module."""
     for chapter in book_chapters():
         (RECORDS / f"{chapter.id}.json").unlink(missing_ok=True)
-    proc = run_cli("--all", "--profile", "ci", "--build")
+    proc = run_cli("--all", "--profile", "ci", "--build", "--jobs", str(BOOK_JOBS))
     assert proc.returncode == 0, "executing the chapters or building the book failed (see the output above)"
     return {c.id: load_records(c.id, RECORDS) for c in book_chapters()}
 
