@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..book import cache
-from ..book.device import default_dtype, describe_device, resolve_device, seed_everything
+from ..book.device import default_dtype, describe_device, resolve_device, seed_everything, torch_threads
 from ..book.parameters import integer_at_least
 from ..book.progress import progress as progress_bar
 from . import causal_lm
@@ -53,6 +53,12 @@ BETAS = (0.9, 0.95)        # Pythia's AdamW betas
 GRAD_CLIP = 1.0            # Pythia's gradient clipping
 MIN_LR_FRACTION = 0.1      # cosine decay to 10% of the peak learning rate, as in Pythia
 HELDOUT_SEED = 0           # the held-out windows are the same for every size and seed
+# torch's intra-op threads while a suite trains on a CPU, whatever the caller set. float32 sums split over
+# threads round differently (the weights moved by up to 3e-4 between one and two threads), and one cached
+# suite serves every chapter, so its weights must not depend on which chapter, with which threads, trained it
+# first. The count is part of the cache key. One: the suite's models are small, and with two threads on a
+# machine that runs two chapters at once (`run --jobs 2`) each step waited for a free core, 10x slower.
+TRAIN_THREADS = 1
 
 
 _positive_int = integer_at_least
@@ -381,6 +387,7 @@ def train_suite(train_tokens: np.ndarray, heldout_tokens: np.ndarray, *, sizes, 
                                 hint="lower batch_size or context_length, or train a smaller size")
 
     checkpoint_steps = log_spaced_steps(steps, n_checkpoints)
+    threads = TRAIN_THREADS if device.type == "cpu" else None
     data = {"train_tokens": _hash_tokens(train_tokens), "heldout_tokens": _hash_tokens(heldout_tokens)}
     suite = Suite(sizes=sizes, checkpoint_steps=checkpoint_steps)
     for size in sizes:
@@ -388,14 +395,15 @@ def train_suite(train_tokens: np.ndarray, heldout_tokens: np.ndarray, *, sizes, 
                   "steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps,
                   "seed": seed, "n_checkpoints": n_checkpoints, "eval_batches": eval_batches,
                   "train_dtype": str(amp_dtype), "torch": torch.__version__.split("+")[0],
-                  "transformers": transformers.__version__}
+                  "transformers": transformers.__version__, "cpu_threads": threads}
 
         def compute(workdir, size=size):
-            _train_one(workdir, size=size, train_tokens=train_tokens, heldout_tokens=heldout_tokens,
-                       vocab_size=vocab_size, context_length=context_length, steps=steps,
-                       batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, seed=seed, device=device,
-                       checkpoint_steps=checkpoint_steps, eval_batches=eval_batches, progress=progress,
-                       stop_after=_stop_after, resume_every_s=resume_every_s)
+            with torch_threads(threads) if threads else nullcontext():
+                _train_one(workdir, size=size, train_tokens=train_tokens, heldout_tokens=heldout_tokens,
+                           vocab_size=vocab_size, context_length=context_length, steps=steps,
+                           batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, seed=seed, device=device,
+                           checkpoint_steps=checkpoint_steps, eval_batches=eval_batches, progress=progress,
+                           stop_after=_stop_after, resume_every_s=resume_every_s)
 
         directory = cache.cached("mini-pythia", params, compute, fmt="dir", sources=[sys.modules[__name__], causal_lm])
         suite.directory[size] = Path(directory)

@@ -217,3 +217,31 @@ def test_cuda_without_cuda_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no CUDA device is available"):
         train_suite(TRAIN, HELDOUT, **{**SMALL, "device": "cuda"})
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_suite_trains_with_its_own_thread_count_whatever_the_caller_set(monkeypatch, tmp_path):
+    """The cached suite is shared by every chapter: trained under a caller's 1 or 3 torch threads it is the same
+    suite, trained at TRAIN_THREADS (seen inside the training step), and the caller's count is restored."""
+    from safetensors.torch import load_file
+
+    seen = []
+    original = mini_pythia._train_one
+    monkeypatch.setattr(mini_pythia, "_train_one",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or original(*a, **k))
+    kwargs = dict(sizes="p-tiny", vocab_size=V, context_length=16, steps=6, batch_size=4, lr=3e-3,
+                  warmup_steps=1, seed=0, n_checkpoints=2, eval_batches=1, progress=False)
+    weights = []
+    before = torch.get_num_threads()
+    for caller_threads, cache_dir in ((1, "a"), (3, "b")):
+        monkeypatch.setenv("BOOK_CACHE_DIR", str(tmp_path / cache_dir))
+        torch.set_num_threads(caller_threads)
+        try:
+            suite = train_suite(TRAIN, HELDOUT, device="cpu", **kwargs)
+            assert torch.get_num_threads() == caller_threads
+        finally:
+            torch.set_num_threads(before)
+        final = suite.checkpoint_dir("p-tiny", suite.checkpoint_steps[-1]) / "model.safetensors"
+        weights.append(load_file(final))
+    assert seen == [mini_pythia.TRAIN_THREADS] * 2
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
