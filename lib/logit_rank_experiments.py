@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from packaging.utils import canonicalize_name
 
 from . import lingen, logits as lg
 from .book import decide_effect
@@ -686,7 +687,8 @@ PIN_FILES = ("requirements.txt", "constraints.txt", "requirements-models.txt")  
 
 def pinned_distributions(root: Path | None = None) -> dict[str, str]:
     """The exact pins ``name==version`` of the book's pin files (:data:`PIN_FILES`), names normalised as
-    PEP 503 has them (lower case, runs of ``-_.`` as one ``-``)."""
+    PEP 503 has them (``packaging.utils.canonicalize_name``)."""
+
     root = Path(__file__).resolve().parents[1] if root is None else Path(root)
     pins = {}
     for fname in PIN_FILES:
@@ -696,7 +698,7 @@ def pinned_distributions(root: Path | None = None) -> dict[str, str]:
         for line in path.read_text().splitlines():
             m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)", line)
             if m:
-                pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+                pins[canonicalize_name(m.group(1))] = m.group(2)
     return pins
 
 
@@ -714,7 +716,7 @@ def package_description_documents(min_chars: int = 2000, pins: dict[str, str] | 
     docs = {}
     for dist in md.distributions():
         meta = dist.metadata
-        name = re.sub(r"[-_.]+", "-", meta.get("Name") or "").lower()
+        name = canonicalize_name(meta.get("Name") or "")
         body = meta.get_payload() or meta.get("Description") or ""
         if not name or name in docs or pins.get(name) != meta.get("Version") or not isinstance(body, str):
             continue

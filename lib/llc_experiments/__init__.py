@@ -19,10 +19,10 @@ from __future__ import annotations
 from ..book.costs import HeavyStep
 from ..llc import lm_sgld_cost
 from . import known_cases
-from .known_cases import (BIAS_TOLD, MIXED_ESS, MIXED_RHAT, PRECISION_MARGIN, PRECISION_Z, RRR_BAND, CrossingLimit,
-                          KnownCaseEstimate, NbetaLimit, PrecisionPoint, RegularCheck, RRRValidation, band_fractions,
-                          beyond_tolerance_z, check_crossing_cases, check_rrr_cases, check_singular_crossing,
-                          crossing_at_precision, crossing_cases_problem, log_form_check, noisy_rrr,
+from .known_cases import (BIAS_TOLD, MIXED_ESS, MIXED_RHAT, RRR_BAND, CrossingLimit, KnownCaseEstimate, NbetaLimit,
+                          PrecisionPoint, RegularCheck, RRRValidation, band_fractions, beyond_tolerance_z,
+                          check_crossing_cases, check_rrr_cases, check_singular_crossing, crossing_at_precision,
+                          crossing_cases_problem, crossing_points, log_form_check, noisy_rrr,
                           normal_crossing_limits, regular_check, rrr_case_problem, rrr_cases_problem,
                           singular_crossing_problem, validate_rrr)
 from .language_model import llc_over_training, suite_config
