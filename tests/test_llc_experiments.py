@@ -178,6 +178,9 @@ def test_precision_run_agrees_with_quadrature_on_a_singular_crossing():
     with pytest.raises(ValueError, match="'nc_precision_case' must be a singular normal crossing"):
         ex.crossing_at_precision([1], n=40, nbeta=10.0, **{**TINY, "relax": 1.0, "chains": 8})
     assert ex.singular_crossing_problem([1, 1]) is None and "regular" in ex.singular_crossing_problem([1])
+    assert "'nc_precision_case' must be a list of 1 or 2 integers" in ex.singular_crossing_problem([1, 1, 1])
+    with pytest.raises(ValueError, match="'nc_cases' must hold lists of 1 or 2 integers"):
+        ex.check_crossing_cases([[2], [0]])
 
 
 @pytest.mark.parametrize("factor", [0.95, 1.05])

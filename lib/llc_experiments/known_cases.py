@@ -205,8 +205,9 @@ def check_rrr_cases(cases, name: str = "rrr_cases") -> list[tuple[int, int, int,
     return out
 
 
-def check_crossing_cases(cases, name: str = "nc_cases") -> list[tuple[int, ...]]:
-    """``cases`` as exponent tuples k of one or two entries (the quadrature's limit); a ValueError naming ``name``."""
+def check_crossing_cases(cases, name: str = "nc_cases", what: str = "hold lists") -> list[tuple[int, ...]]:
+    """``cases`` as exponent tuples k of one or two entries (the quadrature's limit); a ValueError naming ``name``
+    (``what``: "hold lists" for a list of cases, "be a list" for one case)."""
     out = []
     for k in cases:
         try:
@@ -214,7 +215,7 @@ def check_crossing_cases(cases, name: str = "nc_cases") -> list[tuple[int, ...]]
                 raise ValueError("the quadrature takes 1 or 2 entries")
             normal_crossing_llc(list(k))
         except (TypeError, ValueError) as err:
-            raise ValueError(f"parameter '{name}' must hold lists of 1 or 2 integers >= 1; {k!r}: {err}") from None
+            raise ValueError(f"parameter '{name}' must {what} of 1 or 2 integers >= 1; {k!r}: {err}") from None
         out.append(tuple(k))
     return out
 
@@ -521,7 +522,7 @@ BIAS_TOLD = 0.05
 def check_singular_crossing(k, name: str = "nc_precision_case") -> tuple[int, ...]:
     """``k`` as a singular normal crossing (:func:`check_crossing_cases`, and λ below half its dimension d, the
     number of exponents), or a ValueError naming ``name``."""
-    (k,) = check_crossing_cases([k], name)
+    (k,) = check_crossing_cases([k], name, what="be a list")
     lam = normal_crossing_llc(list(k))
     if not lam < len(k) / 2:
         raise ValueError(f"parameter '{name}' must be a singular normal crossing (λ < d/2, e.g. [2] or [1, 1]); "
