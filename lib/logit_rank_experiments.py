@@ -167,6 +167,25 @@ def decide_sign(a: AlphaCurve, b: AlphaCurve, upper_from: float = 4.0) -> SignDe
                         + "; ".join(f"{r} at n = {n}: {g:+.3f}" for r in READINGS for n, g in zip(common, gaps[r])))
 
 
+def decide_sign_against_nulls(decisions: dict) -> tuple[float, str | None]:
+    """One verdict on "α(trained) exceeds the α of every model that learned nothing" from one
+    :func:`decide_sign` per null (name -> :class:`SignDecision` of α(trained) − α(null)): (value, reason).
+
+    A null decided at or above the trained α (every gap negative) settles it: the value is that gap
+    (the most negative such), below 0, and the reason None. When every null is decided below, the value
+    is the smallest gap, above 0. Otherwise the value is the smallest gap and the reason names each
+    undecided null's."""
+    if not decisions:
+        raise lg.LogitsError("no null model to decide against")
+    above = [d.value for d in decisions.values() if d.decided and d.value < 0]
+    if above:
+        return float(min(above)), None
+    smallest = float(min(d.value for d in decisions.values()))
+    if all(d.decided for d in decisions.values()):
+        return smallest, None
+    return smallest, "; ".join(f"against {name}: {d.reason}" for name, d in decisions.items() if not d.decided)
+
+
 # ---------------------------------------------------------------------------
 # average KL to low-rank approximations (Def 3.1, App. A.1.3, Fact A.2)
 # ---------------------------------------------------------------------------
@@ -601,7 +620,9 @@ def heavy_steps(values: dict) -> list:
 
     1. the model's forward passes for every extended logit matrix the chapter computes (the main
        pair at |H| = |F| = max(n_spans, alpha_sizes), the control pair and the nonsense futures at
-       n_spans, one per checkpoint at n_train, LinGen's at lingen_histories × lingen_futures), with
+       n_spans, one per checkpoint at n_train, LinGen's at lingen_histories × lingen_futures; in the suite
+       also the shuffled-trained nulls': the largest at max(n_spans, alpha_sizes), the smaller size and the
+       nonsense futures at n_spans), with
        the history's key/value cache reused (lib.models.prefix_reuse): |H| history passes and
        |H|·|F| future passes, logits at the last position only;
     2. the float64 matrices the chapter holds at once (the two at the largest n, four at n_spans,
@@ -631,7 +652,8 @@ def heavy_steps(values: dict) -> list:
 
     params = 4.0 * estimate_param_count(cfg)
     forward_peak = params + DEFAULT_BATCH_TOKENS * (16 * d + vocab) * 4.0
-    passes = (2 * matrix_flops(n_big, n_big, t_h, t_f) + 4 * matrix_flops(n, n, t_h, t_f)
+    nulls = values["hub_model"] == "suite"  # the shuffled-trained nulls (priced at the largest size's shape)
+    passes = ((2 + nulls) * matrix_flops(n_big, n_big, t_h, t_f) + (4 + 2 * nulls) * matrix_flops(n, n, t_h, t_f)
               + n_checkpoints * matrix_flops(n_train, n_train, t_h, t_f)
               + 2 * (matrix_flops(Hl, Fl, t_l, t_l) + matrix_flops(values["lingen_targets"], Fl, t_l, t_l)))
     steps = [HeavyStep("the forward passes of the extended logit matrices",
@@ -639,7 +661,8 @@ def heavy_steps(values: dict) -> list:
                        f"LinGen {Hl} × {Fl}; ≈{t_h:.0f} + {t_f:.0f} tokens",
                        forward_peak, passes, "n_spans, n_train or lingen_histories")]
 
-    held = 2 * matrix_bytes(n_big, n_big, k) + 5 * matrix_bytes(n, n, k) + matrix_bytes(n_big, n_big, k, 4)
+    held = ((2 + nulls) * matrix_bytes(n_big, n_big, k) + (5 + 2 * nulls) * matrix_bytes(n, n, k)
+            + matrix_bytes(n_big, n_big, k, 4))
     q = max(list(values["ranks"]) + list(values["angle_ranks"]))
     svds = (7 * svd_flops(n, n * k, q) + n_checkpoints * svd_flops(n_train, n_train * k, q)
             + sum(svd_flops(int(n / i ** 0.5), int(n / i ** 0.5) * k, q) for i in values["downsize"]))

@@ -97,6 +97,27 @@ def test_sign_decision_both_ways():
     assert not mixed.decided and "changes sign" in mixed.reason and mixed.value == pytest.approx(0.2)
 
 
+def test_sign_against_every_null_needs_all_of_them():
+    """By hand: two nulls decided below give the smallest gap; one decided above settles it whatever the other
+    says; an undecided null withholds a positive verdict and names itself."""
+    sizes = [30, 60, 120, 240]
+    trained = curve(sizes, [0.5, 0.6, 0.65, 0.7], [0.6, 0.7, 0.75, 0.8])
+    low = curve(sizes, [0.3, 0.4, 0.45, 0.5], [0.4, 0.5, 0.55, 0.6])          # 0.2 below everywhere
+    lower = curve(sizes, [0.1, 0.2, 0.25, 0.3], [0.2, 0.3, 0.35, 0.4])        # 0.4 below
+    high = curve(sizes, [0.9, 0.9, 0.9, 0.9], [0.9, 0.9, 0.9, 0.9])           # above: 0.1 to 0.3
+    mixed = curve(sizes, [0.4, 0.4, 0.7, 0.5], [0.5, 0.5, 0.6, 0.6])
+    sign = lambda null: lx.decide_sign(trained, null)
+    assert lx.decide_sign_against_nulls({"a": sign(low), "b": sign(lower)}) == (pytest.approx(0.2), None)
+    value, reason = lx.decide_sign_against_nulls({"a": sign(lower), "b": sign(high)})
+    assert value == pytest.approx(-0.1) and reason is None
+    value, reason = lx.decide_sign_against_nulls({"a": sign(mixed), "b": sign(high)})
+    assert value < 0 and reason is None
+    value, reason = lx.decide_sign_against_nulls({"a": sign(low), "shuffled": sign(mixed)})
+    assert reason.startswith("against shuffled:") and "changes sign" in reason and "against a" not in reason
+    with pytest.raises(lg.LogitsError):
+        lx.decide_sign_against_nulls({})
+
+
 # ---------------------------------------------------------------------------
 # Fig. 3's shape, average KL to low rank
 # ---------------------------------------------------------------------------
