@@ -466,8 +466,10 @@ def measure(case_label: str, arms: dict[str, Arm], repeats: int, threads: int, m
             if arm.once and round_:
                 continue
             s = arm.spec
-            size = (f"{s['steps']} steps" + (f" of {s['chains']} chains" if "chains" in s else "") if "steps" in s
-                    else f"{s['chains']} chains × {s['draws']} draws")
+            if "draws" in s:  # a sampler
+                size = f"{s['chains']} chains × {s['draws']} draws"
+            else:  # an eager ceiling: bare steps, of many chains at once on RRR
+                size = f"{s['steps']} steps" + (f" of {s['chains']} chains" if "chains" in s else "")
             print(f"  {case_label}: {arm.label} ({size}) …", flush=True)
             r = run_arm(arm, threads)
             r.update(case_label=case_label, clean=max(r["load_average_1min"]) <= max_load)

@@ -418,6 +418,21 @@ class OverlapComparison:
     def z_control_vs_random(self) -> float:
         return (self.control - self.null_mean) / self.null_sd
 
+    @property
+    def z_or_none(self) -> float | None:
+        """``z``, or None where the bootstrap standard error is zero (the difference cannot be scaled)."""
+        return self.z if self.se > 0 else None
+
+
+def smallest_overlap_z(controls: dict) -> float | None:
+    """A claim "the pair under test overlaps more than every control pair": the smallest difference in standard
+    errors over the comparisons (name -> :class:`OverlapComparison`), or None if one of them has a zero
+    standard error."""
+    if not controls:
+        raise lg.LogitsError("no control pair to compare against")
+    zs = [c.z_or_none for c in controls.values()]
+    return None if None in zs else float(min(zs))
+
 
 def overlap_against_control(test: tuple, control: tuple, width: int, r: int, n_boot: int = 200,
                             null_trials: int = 40, seed: int = 0, n_groups: int = 40) -> OverlapComparison:

@@ -333,3 +333,20 @@ def test_the_old_module_path_answers_every_name():
 
     assert logit_experiments.overlap_against_control is lx.overlap_against_control
     assert logit_experiments.heavy_steps is lx.heavy_steps
+
+
+def test_smallest_overlap_z_over_every_control():
+    """By hand: the claim reads its weakest control; a zero standard error makes it unscalable (None)."""
+    def comparison(difference, se):
+        return lx.OverlapComparison(rank=2, test=0.9, control=0.9 - difference, difference=difference, se=se,
+                                    z=difference / se if se else float("inf"), null_mean=0.1, null_sd=0.05, n_boot=10)
+
+    strong, weak, negative = comparison(0.4, 0.05), comparison(0.1, 0.05), comparison(-0.1, 0.05)
+    assert strong.z_or_none == pytest.approx(8.0) and comparison(0.1, 0.0).z_or_none is None
+    assert lx.smallest_overlap_z({"step 0": strong, "shuffled": weak}) == pytest.approx(2.0)
+    assert lx.smallest_overlap_z({"step 0": weak, "shuffled": strong}) == pytest.approx(2.0)
+    assert lx.smallest_overlap_z({"step 0": strong, "shuffled": negative}) == pytest.approx(-2.0)
+    assert lx.smallest_overlap_z({"step 0": strong}) == pytest.approx(8.0)
+    assert lx.smallest_overlap_z({"step 0": strong, "shuffled": comparison(0.1, 0.0)}) is None
+    with pytest.raises(lg.LogitsError):
+        lx.smallest_overlap_z({})
