@@ -886,6 +886,9 @@ def main(argv=None) -> int:
         ap.error("--rrr-ranks must divide --threads and --many-chains")
     if args.tf_ranks < 1 or args.threads % args.tf_ranks or args.tf_chains % args.tf_ranks:
         ap.error("--tf-ranks must divide --threads and --tf-chains")
+    for flag in ("ceiling_steps", "rrr_ceiling_steps"):  # a rate over zero timed steps is no rate
+        if getattr(args, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be an integer >= 1; got {getattr(args, flag)}")
     if args.quick:
         args.rrr_draws, args.tf_draws, args.many_chains = args.rrr_draws // 10, args.tf_draws // 10, 32
         args.canonical_readme_draws //= 10

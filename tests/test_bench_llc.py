@@ -1,5 +1,6 @@
 """benchmarks/bench_llc.py's RRR eager ceiling: the hand-batched step computes what a per-chain step does."""
 
+import pytest
 import torch
 
 from benchmarks import bench_llc
@@ -47,3 +48,12 @@ def test_rrr_chains_step_moves_with_the_weights():
     after = bench_llc.rrr_chains_step(model, x, y, chains=2)
     torch.testing.assert_close(after, torch.nn.functional.mse_loss(model(x), y).detach().expand(2))
     assert not torch.allclose(before, after)
+
+
+def test_a_ceiling_of_no_steps_is_refused_by_name(capsys):
+    """Zero or negative timed steps would give no rate: refused before any work, naming the flag and the value."""
+    for flag, value in (("--rrr-ceiling-steps", "0"), ("--ceiling-steps", "-3")):
+        with pytest.raises(SystemExit) as stop:
+            bench_llc.main([flag, value])
+        assert stop.value.code == 2
+        assert f"{flag} must be an integer >= 1; got {int(value)}" in capsys.readouterr().err
