@@ -78,7 +78,6 @@ import torch
 from torch import nn
 
 from . import hessian, llc, sgld
-from .batched_gemm import ProbedLayouts
 from .book import cache
 from .book.device import resolve_device, torch_threads
 from .book.moved import forward_moved
@@ -551,9 +550,6 @@ def _cached_grid(model: nn.Module, rows, W, checkpoint_every: int, **kw) -> dict
     return pickle.loads((Path(entry) / "run.pkl").read_bytes())
 
 
-GRID_GEMM_LAYOUT = True  # try lib.batched_gemm's layouts in grid_chains (benchmarks/HISTORY.md: measured)
-
-
 def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas, gamma: float, eps, chains: int,
                 draws: int, burn_in: int, seed: int, device="auto", snapshots: int = 0, progress: bool = False,
                 chain_ids=None, noise_chains: int | None = None, workdir: Path | None = None,
@@ -628,8 +624,6 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
         return value, (value.detach(), (-(Wq * logp).sum() / H).detach())
 
     step = vmap(grad(loss, has_aux=True), in_dims=(0, 0))     # the parameters' parts: no split/cat in autograd
-    # lib.batched_gemm's layouts, kept where the first step's products are large enough to pay
-    layouts = ProbedLayouts(enabled=GRID_GEMM_LAYOUT and device.type == "cpu")
     # rows of the state: main rows (b, k, c), then (with ``measure``) probe rows (b, j, c), j = 1..J, holding
     # q's point (b, 0, c)
     R, P = B * K * C, (B * J * C if measure else 0)
@@ -700,9 +694,7 @@ def grid_chains(model: nn.Module, rows: torch.Tensor, W: torch.Tensor, *, nbetas
             break
         if measure:
             probe.copy_(w[:, :1].expand(B, J, C, D))
-        with layouts:
-            grads, (value, value_q) = step(parts, Wrow)
-        layouts.settle()
+        grads, (value, value_q) = step(parts, Wrow)
         torch.cat(grads, dim=1, out=gbuf)
         if measure:
             meas["delta"][..., t] = torch.linalg.vector_norm(torch.sub(gm[:, :1], gp, out=work), dim=-1)

@@ -13,10 +13,9 @@ How a step is computed:
 
 * **vmap** (default): the gradients of a chunk's chains come from one ``torch.func.vmap`` of
   ``torch.func.grad`` over ``functional_call``; the update is the textbook form above, term by
-  term, in place on reused (C, D) buffers. On the CPU the vmapped GEMMs may be laid out by
-  :mod:`lib.batched_gemm` (decided from shapes, by probing the first step). With
-  ``compiled`` the whole vmapped gradient is ``torch.compile``d, and on the CPU its tiny
-  per-chain GEMMs become fused loops (:func:`lib.batched_gemm.small_products_pass`).
+  term, in place on reused (C, D) buffers. With ``compiled`` the whole vmapped gradient is
+  ``torch.compile``d, and on the CPU its tiny per-chain GEMMs become fused loops
+  (:func:`lib.batched_gemm.small_products_pass`).
 * **loop**: one plain autograd forward + backward per chain, and the update fused into three
   passes,
 
@@ -60,7 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .batched_gemm import ProbedLayouts, small_products_pass
+from .batched_gemm import small_products_pass
 from .book.cache import cache_root
 from .book.device import process_group
 from .book.parameters import integer_at_least
@@ -68,8 +67,6 @@ from .book.progress import progress as progress_bar
 from .models.causal_lm import available_memory
 
 LossFn = Callable[[nn.Module, tuple], torch.Tensor]
-
-CPU_GEMM_LAYOUT = True  # lib.batched_gemm's layouts for the vmapped GEMMs on the CPU (False: bmm's own)
 
 BATCHING = ("vmap", "loop")
 
@@ -401,7 +398,7 @@ def warm_up(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, ch
 
 def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, chain_ids: np.ndarray,
               chunk_index: int, device, bar, batching: str = "vmap", snapshot_steps: Sequence[int] = (),
-              mala: bool = False, compiled: bool = False) -> dict:
+              mala: bool = False) -> dict:
     """SGLD for one chunk of chains, for K targets sharing start, minibatch indices and noise; ``steps`` from
     :func:`build_steps` (compiled ones already warmed up by :func:`warm_up`).
 
@@ -416,22 +413,13 @@ def run_chunk(steps: Sequence, datas, flat: FlatParameters, s: SamplerSettings, 
     fused = batching == "loop"
     if fused:  # MALA reads the gradient as one (C, D) tensor; otherwise autograd's own tensors are added to the state
         grads = [torch.empty(C, D, dtype=w0.dtype, device=device) if mala else None for _ in range(K)]
-    # vmap turns each Linear into one small GEMM per chain; on the CPU lay those out faster where
-    # they are large enough to pay for the mode (decided by probing the first step, from shapes only);
-    # a compiled step has its own rewrite (lib.batched_gemm.small_products_pass)
-    layouts = ProbedLayouts(enabled=not fused and not compiled and torch.device(device).type == "cpu"
-                            and CPU_GEMM_LAYOUT)
     squares = [torch.empty(C, D, dtype=w0.dtype, device=device) for _ in range(K)] if mala or not fused else None
 
     def gradient(k, w, idx):
         batch = datas[k] if full_batch else tuple(t[idx] for t in datas[k])
         if fused:
             return steps[k](w, *batch, out=grads[k])
-        with layouts:
-            g, loss = steps[k](w, *batch)
-        if k == K - 1:  # every target's first step probed alike: coupled targets share arithmetic
-            layouts.settle()
-        return g, loss
+        return steps[k](w, *batch)
 
     def textbook_half_drift(k, w, g, in_place: bool):
         """(ε/2)(nβ ∇L + γ (w − w*)) term by term (in g's buffer when ``in_place``), and ‖w − w*‖² per chain."""
@@ -565,7 +553,7 @@ def sample(model: nn.Module, targets, s: SamplerSettings, *, device, chunk_size,
         start = time.perf_counter()
         for j, ids in mine:
             parts.append(run_chunk(steps, datas, flat, s, ids, j, device, bar, batching, snapshot_steps,
-                                   mala=mala, compiled=compiled))
+                                   mala=mala))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     if world > 1:  # the sampling ends when the slowest rank is done
