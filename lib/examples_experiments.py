@@ -457,6 +457,27 @@ def shuffled_null(tokens, doc_offsets, vocab_size, orders, sweep_order, n_shuffl
     return out
 
 
+POISSON_SIDES = 3.0  # a count beyond the null is decided only beyond this many √(null count)
+
+
+def count_band(null_max: int | float) -> float:
+    """The spread a count statistic of the shuffled null is read with: 3 √max(1, largest null count). A count of
+    independent rare events (here, histories tied at a mode's top loading) fluctuates like a Poisson variable, by
+    about √count, and a handful of shuffled copies cannot measure that spread themselves."""
+    return POISSON_SIDES * float(np.sqrt(max(1.0, float(null_max))))
+
+
+def count_margin_undecided(margin: int | float, null_max: int | float) -> str | None:
+    """Why a count's margin over the shuffled null (corpus − largest null value) decides nothing, or None where it
+    does: a margin of at least 1 but under :func:`count_band` of the null is within the null's own spread. A margin
+    of 0 or less is decided (the corpus does not exceed the null), and so is one beyond the band."""
+    band = count_band(null_max)
+    if 1 <= margin < band:
+        return (f"the corpus exceeds the shuffled null by {margin:g}, within its Poisson spread "
+                f"3√max(1, {null_max:g}) = {band:.1f}")
+    return None
+
+
 # ---------------------------------------------------------------------------
 # What the chapter costs
 # ---------------------------------------------------------------------------

@@ -246,3 +246,25 @@ def test_the_old_names_in_lib_empirical_modes_still_answer():
         assert getattr(pt, name) is getattr(ex, name)
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         em.not_a_name
+
+
+@pytest.mark.parametrize("margin, null_max, undecided", [
+    (1, 1, True),      # 2 tied against 1: band 3
+    (2, 1, True),
+    (3, 1, False),     # at the band: decided
+    (4, 2, True),      # band 3√2 = 4.24
+    (5, 2, False),
+    (0, 2, False),     # no excess: decided (does not reproduce)
+    (-1, 3, False),
+    (90, 2, False),    # far beyond the null
+    (2, 0, True),      # a null of no ties reads with the band of 1
+    (3, 0, False),
+])
+def test_count_margin_band_by_hand(margin, null_max, undecided):
+    """Undecided exactly for 1 ≤ margin < 3√max(1, null)."""
+    band = 3 * max(1, null_max) ** 0.5
+    assert ex.count_band(null_max) == pytest.approx(band)
+    reason = ex.count_margin_undecided(margin, null_max)
+    assert (reason is not None) is undecided
+    if undecided:
+        assert f"{band:.1f}" in reason and f"{margin:g}" in reason
