@@ -6,7 +6,8 @@ the GEMMs are tiny, an Inductor graph pass, :func:`small_products_pass`, rewrite
 compile time into the sum Σ_k a[c, m, k] b[c, k, n] of a broadcast product, which Inductor fuses
 into one loop with the surrounding elementwise work instead of one GEMM call per chain
 (:func:`decompose_small_products`). Which products count as tiny (:func:`small_product`) was
-measured on torch 2.13's CPU kernels (``benchmarks/HISTORY.md``, "Tiny products, measured again").
+measured on torch 2.13's CPU kernels (``benchmarks/HISTORY.md``, "RRR after the eager layouts were
+dropped").
 
 Eager steps are left as ``vmap`` lays them out: on torch 2.13 the layouts this module used to
 apply to eager steps (one GEMM for a shared operand, the transposed product for few columns,
